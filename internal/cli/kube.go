@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/agentcustody/custody/internal/kubeauth"
+)
+
+// restConfig loads Kubernetes credentials from path (or, when empty, the
+// in-cluster service account) with the configured rate limits.
+func restConfig(path string, qps float64, burst int) (*rest.Config, error) {
+	var (
+		rc  *rest.Config
+		err error
+	)
+	if path != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", path)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes credentials (--kubeconfig, $KUBECONFIG or in-cluster): %w", err)
+	}
+	rc.QPS, rc.Burst = float32(qps), burst
+	rc.UserAgent = "custody"
+	return rc, nil
+}
+
+func newExchanger(cfg ServeConfig, log *slog.Logger) (*kubeauth.Exchanger, error) {
+	rc, err := restConfig(cfg.Kubeconfig, cfg.KubernetesQPS, cfg.KubernetesBurst)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dc, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
+	}
+	return kubeauth.New(kubeauth.Options{
+		Kube: kc, Dynamic: dc, Audience: cfg.KubernetesAudience,
+		MaxConcurrent: cfg.ExchangeConcurrency, QueueTimeout: cfg.ExchangeQueueTimeout,
+		Namespaces: cfg.KubernetesNamespaces, Log: log,
+	})
+}

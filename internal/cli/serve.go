@@ -1,0 +1,215 @@
+package cli
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/agentcustody/custody/internal/apierror"
+	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/kubeauth"
+	"github.com/agentcustody/custody/internal/memory"
+	"github.com/agentcustody/custody/internal/staticauth"
+	"github.com/agentcustody/custody/internal/store/sqlite"
+)
+
+func newServeCmd(env Env) *cobra.Command {
+	cfg := Defaults()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the custody API (identity exchange, memory, MCP)",
+		Long: `Run custody's services in one process.
+
+Listeners:
+  --listen          API for sandboxes: POST /v1/auth/kubernetes, POST /v1/auth/static,
+                    POST /v1/auth/revoke, /v1/memory/..., /mcp, /healthz, /readyz
+  --admin-listen    operators only: POST /v1/admin/keys/{key_id}/revoke,
+                    POST /v1/admin/agents/{tenant}/{agent}/revoke
+                    (started only with --admin-token-file)
+  --metrics-listen  Prometheus /metrics, /healthz, /readyz
+
+Every flag can also be set as CUSTODY_<FLAG>, e.g. CUSTODY_DATA_DIR.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags(), "CUSTODY_", env); err != nil {
+				return err
+			}
+			if err := cfg.Validate(); err != nil {
+				return usageError{err}
+			}
+			if cfg.Kubeconfig == "" {
+				cfg.Kubeconfig, _ = env("KUBECONFIG")
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return serve(ctx, cfg, cmd.ErrOrStderr())
+		},
+	}
+	cfg.RegisterFlags(cmd.Flags())
+	return cmd
+}
+
+func newLogger(cfg ServeConfig, w io.Writer) *slog.Logger {
+	level, _ := parseLevel(cfg.LogLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve runs until ctx is done, then shuts the listeners down gracefully.
+func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
+	log := newLogger(cfg, logw)
+	db, err := sqlite.Open(ctx, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	cacheTTL := cfg.KeyCacheTTL
+	if cacheTTL == 0 {
+		cacheTTL = -1
+	}
+	keys, err := apikey.New(apikey.Options{Store: db, TTL: cfg.KubernetesKeyTTL, CacheTTL: cacheTTL, Log: log})
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "custody_http_requests_total",
+		Help: "HTTP requests served, by handler and status code.",
+	}, []string{"handler", "code", "method"})
+	reg.MustRegister(requests)
+	instrument := func(name string, h http.Handler) http.Handler {
+		return promhttp.InstrumentHandlerCounter(requests.MustCurryWith(prometheus.Labels{"handler": name}), h)
+	}
+
+	api := http.NewServeMux()
+	ready := []readinessCheck{{"store", db.Ping}}
+	var podAlive func(context.Context, apikey.Identity) (bool, error)
+	if cfg.KubernetesAuth {
+		ex, err := newExchanger(cfg, log)
+		if err != nil {
+			return err
+		}
+		podAlive = ex.PodAlive
+		ready = append(ready, readinessCheck{"kubernetes", ex.Ready})
+		api.Handle("POST /v1/auth/kubernetes", instrument("auth_kubernetes", keys.ExchangeHandler(ex, kubeauth.Refusal, log)))
+	}
+	if cfg.StaticTokensFile != "" {
+		st, err := staticauth.Load(cfg.StaticTokensFile, log)
+		if err != nil {
+			return usageError{err}
+		}
+		api.Handle("POST /v1/auth/static", instrument("auth_static", keys.ExchangeHandler(st, staticauth.Refusal, log)))
+	}
+	api.Handle("POST /v1/auth/revoke", instrument("auth_revoke", keys.SelfRevokeHandler()))
+
+	mem, err := memory.New(memory.Options{Store: db, HolderAlive: podAlive, Log: log})
+	if err != nil {
+		return err
+	}
+	api.Handle("/v1/memory/", instrument("memory", keys.Middleware(mem.Handler())))
+	api.Handle("/mcp", instrument("mcp", mem.MCPHandler(keys.Verify)))
+
+	health := healthHandlers(ready, log)
+	health.register(api, false)
+
+	servers := []*namedServer{{name: "api", addr: cfg.Listen, handler: api}}
+	if cfg.MetricsListen != "" {
+		m := http.NewServeMux()
+		m.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		health.register(m, true)
+		servers = append(servers, &namedServer{name: "metrics", addr: cfg.MetricsListen, handler: m})
+	}
+	if cfg.AdminTokenFile != "" {
+		tok, err := readAdminToken(cfg.AdminTokenFile)
+		if err != nil {
+			return usageError{err}
+		}
+		admin := http.NewServeMux()
+		admin.Handle("POST /v1/admin/keys/{id}/revoke", instrument("admin_revoke_key", keys.AdminRevokeKeyHandler()))
+		admin.Handle("POST /v1/admin/agents/{tenant}/{agent}/revoke", instrument("admin_revoke_agent", keys.AdminRevokeAgentHandler()))
+		servers = append(servers, &namedServer{name: "admin", addr: cfg.AdminListen, handler: requireAdmin(tok, admin)})
+	}
+	return runServers(ctx, servers, log)
+}
+
+type namedServer struct {
+	name, addr string
+	handler    http.Handler
+}
+
+func runServers(ctx context.Context, servers []*namedServer, log *slog.Logger) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, s := range servers {
+		ln, err := net.Listen("tcp", s.addr)
+		if err != nil {
+			return fmt.Errorf("%s listener: %w", s.name, err)
+		}
+		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+		log.Info("listening", "listener", s.name, "addr", ln.Addr().String())
+		g.Go(func() error {
+			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("%s listener: %w", s.name, err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-gctx.Done()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), 10*time.Second)
+			defer cancel()
+			return srv.Shutdown(sctx)
+		})
+	}
+	err := g.Wait()
+	log.Info("stopped")
+	return err
+}
+
+// readAdminToken reads the admin bearer token (surrounding whitespace
+// trimmed); it must be at least 32 bytes.
+func readAdminToken(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--admin-token-file: %w", err)
+	}
+	tok := []byte(strings.TrimSpace(string(b)))
+	if len(tok) < 32 {
+		return nil, fmt.Errorf("--admin-token-file: token must be at least 32 bytes, got %d", len(tok))
+	}
+	return tok, nil
+}
+
+// requireAdmin admits requests whose bearer token equals tok, compared in
+// constant time.
+func requireAdmin(tok []byte, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(apikey.BearerToken(r))
+		if subtle.ConstantTimeCompare(got, tok) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="custody-admin"`)
+			apierror.Write(w, http.StatusUnauthorized, "unauthenticated", "admin token required")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

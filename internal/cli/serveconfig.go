@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// ServeConfig configures `custody serve`. Every field is a flag and may
+// also be set with CUSTODY_<FLAG_NAME>.
+type ServeConfig struct {
+	// Listen is the API listener: identity exchange, memory, MCP, health.
+	// Sandboxes reach it. Default ":8865".
+	Listen string
+	// AdminListen is the operator listener (key revocation). It starts
+	// only with AdminTokenFile set and must never be reachable from
+	// sandboxes. Default "127.0.0.1:8867".
+	AdminListen string
+	// AdminTokenFile holds the bearer token operators present on the admin
+	// listener (compared in constant time). Empty disables the listener.
+	AdminTokenFile string
+	// MetricsListen serves Prometheus /metrics, /healthz and /readyz.
+	// Default ":8868"; empty disables it.
+	MetricsListen string
+	// DataDir holds the embedded SQLite database. Default "custody-data".
+	DataDir string
+
+	// KubernetesAuth enables POST /v1/auth/kubernetes. Default true.
+	KubernetesAuth bool
+	// Kubeconfig is the kubeconfig file; empty uses $KUBECONFIG, then the
+	// in-cluster service account.
+	Kubeconfig string
+	// KubernetesAudience is the audience projected tokens must carry.
+	// Default "custody".
+	KubernetesAudience string
+	// KubernetesKeyTTL is the lifetime of an exchanged key. Default 15m.
+	KubernetesKeyTTL time.Duration
+	// KubernetesNamespaces are tenant namespaces whose owner-lookup Role
+	// /readyz verifies.
+	KubernetesNamespaces []string
+	// KubernetesQPS and KubernetesBurst are the API client's rate limits.
+	// Defaults 200 and 400 (client-go's own are 5 and 10).
+	KubernetesQPS   float64
+	KubernetesBurst int
+	// ExchangeConcurrency bounds exchanges in flight; ExchangeQueueTimeout
+	// is how long one waits for a slot before a 503. Defaults 64 and 2s.
+	ExchangeConcurrency  int
+	ExchangeQueueTimeout time.Duration
+
+	// StaticTokensFile enables POST /v1/auth/static with this file (see
+	// package staticauth). Empty disables the static method.
+	StaticTokensFile string
+	// KeyCacheTTL is how long a replica reuses a key verification.
+	// Default 30s; 0 disables the cache.
+	KeyCacheTTL time.Duration
+
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string
+	// LogFormat is text or json. Default text.
+	LogFormat string
+}
+
+// Defaults returns the default configuration.
+func Defaults() ServeConfig {
+	return ServeConfig{
+		Listen:               ":8865",
+		AdminListen:          "127.0.0.1:8867",
+		MetricsListen:        ":8868",
+		DataDir:              "custody-data",
+		KubernetesAuth:       true,
+		KubernetesAudience:   "custody",
+		KubernetesKeyTTL:     15 * time.Minute,
+		KubernetesQPS:        200,
+		KubernetesBurst:      400,
+		ExchangeConcurrency:  64,
+		ExchangeQueueTimeout: 2 * time.Second,
+		KeyCacheTTL:          30 * time.Second,
+		LogLevel:             "info",
+		LogFormat:            "text",
+	}
+}
+
+// RegisterFlags binds c's fields to flags on fs; c's values are the
+// defaults shown in --help.
+func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Listen, "listen", c.Listen, "API listener (identity exchange, memory, MCP, /healthz, /readyz); sandboxes reach it")
+	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "operator listener for key revocation; started only with --admin-token-file; never expose to sandboxes")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, "file holding the admin bearer token; empty disables the admin listener")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "listener for Prometheus /metrics, /healthz and /readyz; empty disables it")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the embedded SQLite database (created 0700)")
+	fs.BoolVar(&c.KubernetesAuth, "kubernetes-auth", c.KubernetesAuth, "serve POST /v1/auth/kubernetes (needs Kubernetes credentials)")
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "kubeconfig file; empty uses $KUBECONFIG, then in-cluster config")
+	fs.StringVar(&c.KubernetesAudience, "kubernetes-audience", c.KubernetesAudience, "audience that projected service-account tokens must carry")
+	fs.DurationVar(&c.KubernetesKeyTTL, "kubernetes-key-ttl", c.KubernetesKeyTTL, "lifetime of a key minted by an exchange")
+	fs.StringSliceVar(&c.KubernetesNamespaces, "kubernetes-namespaces", c.KubernetesNamespaces, "tenant namespaces whose owner-lookup Role /readyz verifies (comma-separated)")
+	fs.Float64Var(&c.KubernetesQPS, "kubernetes-qps", c.KubernetesQPS, "Kubernetes API client queries per second")
+	fs.IntVar(&c.KubernetesBurst, "kubernetes-burst", c.KubernetesBurst, "Kubernetes API client burst")
+	fs.IntVar(&c.ExchangeConcurrency, "exchange-concurrency", c.ExchangeConcurrency, "exchanges talking to the API server at once")
+	fs.DurationVar(&c.ExchangeQueueTimeout, "exchange-queue-timeout", c.ExchangeQueueTimeout, "how long an exchange waits for a slot before 503 with Retry-After")
+	fs.StringVar(&c.StaticTokensFile, "static-tokens-file", c.StaticTokensFile, "YAML file of token SHA-256 -> tenant/agent/session; enables POST /v1/auth/static")
+	fs.DurationVar(&c.KeyCacheTTL, "key-cache-ttl", c.KeyCacheTTL, "how long this replica reuses a key verification (0 disables)")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+}
+
+// Validate reports the first invalid setting.
+func (c *ServeConfig) Validate() error {
+	var errs []error
+	for name, addr := range map[string]string{"--listen": c.Listen, "--admin-listen": c.AdminListen, "--metrics-listen": c.MetricsListen} {
+		if addr == "" && name != "--metrics-listen" {
+			errs = append(errs, fmt.Errorf("%s is required", name))
+			continue
+		}
+		if addr != "" {
+			if _, _, err := net.SplitHostPort(addr); err != nil {
+				errs = append(errs, fmt.Errorf("%s %q: %w", name, addr, err))
+			}
+		}
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir is required"))
+	}
+	if !c.KubernetesAuth && c.StaticTokensFile == "" {
+		errs = append(errs, errors.New("no auth method: enable --kubernetes-auth or set --static-tokens-file"))
+	}
+	if c.KubernetesKeyTTL < time.Second || c.KubernetesKeyTTL > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("--kubernetes-key-ttl %v: must be between 1s and 24h", c.KubernetesKeyTTL))
+	}
+	if c.KubernetesAudience == "" {
+		errs = append(errs, errors.New("--kubernetes-audience is required"))
+	}
+	if c.KubernetesQPS <= 0 || c.KubernetesBurst <= 0 || c.ExchangeConcurrency <= 0 || c.ExchangeQueueTimeout <= 0 {
+		errs = append(errs, errors.New("--kubernetes-qps, --kubernetes-burst, --exchange-concurrency and --exchange-queue-timeout must be positive"))
+	}
+	if c.KeyCacheTTL < 0 {
+		errs = append(errs, errors.New("--key-cache-ttl must not be negative"))
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}

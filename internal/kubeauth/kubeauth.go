@@ -1,0 +1,282 @@
+// Package kubeauth attests a sandbox from its projected service-account
+// token: TokenReview with custody's audience, the pod the token is bound
+// to, and the owner chain Pod -> Sandbox -> SandboxClaim, checking the UID
+// at every hop. The result is an apikey.Identity:
+//
+//	tenant  = the service account's namespace (TokenReview status.user.username)
+//	agent   = the SandboxClaim's name (from the owner chain, never a pod name)
+//	session = the pod's name (TokenReview status.user.extra
+//	          "authentication.kubernetes.io/pod-name")
+//
+// Nothing is cached: every exchange asks the API server again, so a pod
+// that was deleted, adopted or replaced is seen at once. The API server
+// keeps authenticating a deleted pod's bound token for a few seconds (its
+// own cache) and a gracefully deleted pod's token until deletionTimestamp
+// plus 60 s, so the pod is read live and refused when it is gone, has
+// another UID, or has a deletionTimestamp.
+//
+// RBAC needed: create tokenreviews (cluster), and get pods, sandboxes,
+// sandboxclaims in each tenant namespace (a Role per namespace).
+package kubeauth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/agentcustody/custody/internal/apikey"
+)
+
+// Extra keys of a bound service-account token in TokenReview
+// status.user.extra.
+const (
+	ExtraPodName = "authentication.kubernetes.io/pod-name"
+	ExtraPodUID  = "authentication.kubernetes.io/pod-uid"
+)
+
+// The agent-sandbox resources of the owner chain. Owner references are
+// matched by group and kind (they keep the apiVersion they were written
+// with, v1alpha1 on older objects); the objects are read through v1beta1.
+var (
+	SandboxGVR      = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxes"}
+	SandboxClaimGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxclaims"}
+	sandboxGK       = schema.GroupKind{Group: "agents.x-k8s.io", Kind: "Sandbox"}
+	claimGK         = schema.GroupKind{Group: "extensions.agents.x-k8s.io", Kind: "SandboxClaim"}
+)
+
+// Options configure an [Exchanger]. The zero value of each field means its
+// default.
+type Options struct {
+	// Kube is used for TokenReview and pods. Required. Its rest.Config
+	// should allow bursts (see [ClientQPS]); client-go's default 5 QPS
+	// would queue a burst of exchanges.
+	Kube kubernetes.Interface
+	// Dynamic reads Sandboxes and SandboxClaims. Required.
+	Dynamic dynamic.Interface
+	// Audience is the audience the projected token must carry, sent in
+	// TokenReview spec.audiences and required in status.audiences.
+	// Default "custody".
+	Audience string
+	// MaxTokenBytes refuses longer tokens before any TokenReview.
+	// Default 16384.
+	MaxTokenBytes int
+	// MaxConcurrent bounds exchanges talking to the API server at once.
+	// Default 64.
+	MaxConcurrent int
+	// QueueTimeout is how long an exchange waits for a free slot before
+	// it is refused with [ErrSaturated] (503 with Retry-After). Default 2 s.
+	QueueTimeout time.Duration
+	// CallTimeout bounds all API calls of one exchange. Default 10 s.
+	CallTimeout time.Duration
+	// Namespaces lists the tenant namespaces whose owner-lookup Role the
+	// readiness check verifies. Empty checks only TokenReview access.
+	Namespaces []string
+	// Log receives refusal reasons at Debug (never the token).
+	// Default slog.Default().
+	Log *slog.Logger
+}
+
+// Exchanger turns projected service-account tokens into identities. It is
+// safe for concurrent use.
+type Exchanger struct {
+	kube       kubernetes.Interface
+	dyn        dynamic.Interface
+	audience   string
+	maxToken   int
+	slots      chan struct{}
+	queueWait  time.Duration
+	callTO     time.Duration
+	namespaces []string
+	log        *slog.Logger
+}
+
+var _ apikey.Authenticator = (*Exchanger)(nil)
+
+// New validates opts and returns an Exchanger.
+func New(opts Options) (*Exchanger, error) {
+	if opts.Kube == nil || opts.Dynamic == nil {
+		return nil, errors.New("kubeauth: Kube and Dynamic clients are required")
+	}
+	if opts.MaxTokenBytes < 0 || opts.MaxConcurrent < 0 || opts.QueueTimeout < 0 || opts.CallTimeout < 0 {
+		return nil, errors.New("kubeauth: negative limit")
+	}
+	if opts.Audience == "" {
+		opts.Audience = "custody"
+	}
+	if opts.MaxTokenBytes == 0 {
+		opts.MaxTokenBytes = 16384
+	}
+	if opts.MaxConcurrent == 0 {
+		opts.MaxConcurrent = 64
+	}
+	if opts.QueueTimeout == 0 {
+		opts.QueueTimeout = 2 * time.Second
+	}
+	if opts.CallTimeout == 0 {
+		opts.CallTimeout = 10 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	return &Exchanger{
+		kube: opts.Kube, dyn: opts.Dynamic, audience: opts.Audience,
+		maxToken: opts.MaxTokenBytes, slots: make(chan struct{}, opts.MaxConcurrent),
+		queueWait: opts.QueueTimeout, callTO: opts.CallTimeout,
+		namespaces: append([]string(nil), opts.Namespaces...),
+		log:        opts.Log.With("service", "kubeauth"),
+	}, nil
+}
+
+// Authenticate attests token and returns the identity it speaks for.
+// Errors wrap one of the sentinels in errors.go.
+func (e *Exchanger) Authenticate(ctx context.Context, token string) (apikey.Identity, error) {
+	if err := checkShape(token, e.maxToken); err != nil {
+		return apikey.Identity{}, err
+	}
+	if err := e.acquire(ctx); err != nil {
+		return apikey.Identity{}, err
+	}
+	defer func() { <-e.slots }()
+	ctx, cancel := context.WithTimeout(ctx, e.callTO)
+	defer cancel()
+
+	user, err := e.review(ctx, token)
+	if err != nil {
+		return apikey.Identity{}, err
+	}
+	pod, err := e.livePod(ctx, user.namespace, user.podName, user.podUID)
+	if err != nil {
+		return apikey.Identity{}, err
+	}
+	chain, err := e.ownerChain(ctx, pod)
+	if err != nil {
+		return apikey.Identity{}, err
+	}
+	return apikey.Identity{
+		Tenant:         user.namespace,
+		Agent:          chain.claim.GetName(),
+		Session:        user.podName,
+		Method:         "kubernetes",
+		ServiceAccount: user.username,
+		PodUID:         user.podUID,
+		SandboxName:    chain.sandbox.GetName(),
+		SandboxUID:     string(chain.sandbox.GetUID()),
+		ClaimUID:       string(chain.claim.GetUID()),
+	}, nil
+}
+
+// acquire takes a concurrency slot, waiting at most the queue timeout.
+func (e *Exchanger) acquire(ctx context.Context) error {
+	select {
+	case e.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	t := time.NewTimer(e.queueWait)
+	defer t.Stop()
+	select {
+	case e.slots <- struct{}{}:
+		return nil
+	case <-t.C:
+		return ErrSaturated
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrSaturated, ctx.Err())
+	}
+}
+
+type reviewedUser struct {
+	username, namespace, serviceAccount string
+	podName, podUID                     string
+}
+
+// review runs the TokenReview and checks audience, service account and
+// pod binding.
+func (e *Exchanger) review(ctx context.Context, token string) (reviewedUser, error) {
+	tr, err := e.kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
+		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{e.audience}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return reviewedUser{}, apiError("create tokenreview", err)
+	}
+	st := tr.Status
+	if !st.Authenticated {
+		return reviewedUser{}, ErrNotAuthenticated
+	}
+	if !contains(st.Audiences, e.audience) {
+		return reviewedUser{}, ErrAudience
+	}
+	ns, sa, ok := parseServiceAccount(st.User.Username)
+	if !ok {
+		return reviewedUser{}, ErrNotServiceAccount
+	}
+	podName, podUID := single(st.User.Extra[ExtraPodName]), single(st.User.Extra[ExtraPodUID])
+	if podName == "" || podUID == "" {
+		return reviewedUser{}, ErrNotBound
+	}
+	return reviewedUser{username: st.User.Username, namespace: ns, serviceAccount: sa, podName: podName, podUID: podUID}, nil
+}
+
+// livePod GETs the pod and checks it is the one the token is bound to and
+// is not being deleted.
+func (e *Exchanger) livePod(ctx context.Context, ns, name, uid string) (*corev1.Pod, error) {
+	pod, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, ErrPodGone
+	}
+	if err != nil {
+		return nil, apiError("get pod", err)
+	}
+	if string(pod.UID) != uid {
+		return nil, ErrPodGone
+	}
+	if pod.DeletionTimestamp != nil {
+		return nil, ErrPodGone
+	}
+	return pod, nil
+}
+
+// PodAlive reports whether the pod that id names (Tenant/Session with
+// PodUID) still exists and is not being deleted. Identities not attested
+// by Kubernetes are reported alive (their leases must expire).
+func (e *Exchanger) PodAlive(ctx context.Context, id apikey.Identity) (bool, error) {
+	if id.Method != "kubernetes" || id.PodUID == "" {
+		return true, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.callTO)
+	defer cancel()
+	_, err := e.livePod(ctx, id.Tenant, id.Session, id.PodUID)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, ErrPodGone):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+func single(v authnv1.ExtraValue) string {
+	if len(v) != 1 {
+		return ""
+	}
+	return v[0]
+}

@@ -1,0 +1,303 @@
+package memory
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"strconv"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentcustody/custody/internal/apikey"
+)
+
+// VerifyKeyFunc verifies a bearer key and returns its record, failing
+// with an error wrapping [apikey.ErrUnauthenticated] for a refused key
+// ([apikey.Service.Verify] fits).
+type VerifyKeyFunc func(ctx context.Context, key string) (apikey.Record, error)
+
+// recordKey is where the verified apikey.Record sits in auth.TokenInfo.Extra.
+const recordKey = "custody.apikey.record"
+
+var (
+	errKeyRefused     = fmt.Errorf("%w: missing, invalid, expired or revoked key", auth.ErrInvalidToken)
+	errKeyUnavailable = errors.New("key store unavailable")
+)
+
+// NamespaceArgs are the optional namespace arguments of every tool. The
+// tools act in the caller's namespace; naming another is refused with
+// namespace_mismatch.
+type NamespaceArgs struct {
+	Tenant string `json:"tenant,omitempty" jsonschema:"optional; the caller's tenant (its Kubernetes namespace). Another tenant is refused with namespace_mismatch"`
+	Agent  string `json:"agent,omitempty" jsonschema:"optional; the caller's agent (its SandboxClaim name). Another agent is refused with namespace_mismatch"`
+}
+
+// RememberArgs are the arguments of the remember tool.
+type RememberArgs struct {
+	NamespaceArgs
+	Kind string   `json:"kind" jsonschema:"what sort of memory, matching ^[a-z][a-z0-9_]{0,31}$, e.g. preference, fact, decision"`
+	Key  string   `json:"key,omitempty" jsonschema:"optional subject of the memory (at most 256 bytes); a newer memory with the same kind and key supersedes the old one"`
+	Text string   `json:"text" jsonschema:"the memory text, UTF-8, at most 16 KiB unless configured; never truncated"`
+	Tags []string `json:"tags,omitempty" jsonschema:"optional labels, at most 16 of at most 64 bytes"`
+}
+
+// RecallArgs are the arguments of the recall tool.
+type RecallArgs struct {
+	NamespaceArgs
+	Query   string `json:"query,omitempty" jsonschema:"keywords, any of which may match (ranked by BM25); empty lists the newest memories"`
+	Kind    string `json:"kind,omitempty" jsonschema:"optional kind to restrict results to"`
+	Limit   int    `json:"limit,omitempty" jsonschema:"most results to return, 1 to 100; default 10"`
+	History bool   `json:"history,omitempty" jsonschema:"include superseded memories"`
+}
+
+// RecallResult is the result of the recall tool.
+type RecallResult struct {
+	Memories []Memory `json:"memories" jsonschema:"matching memories, best first"`
+}
+
+// ForgetArgs are the arguments of the forget tool.
+type ForgetArgs struct {
+	NamespaceArgs
+	ID string `json:"id" jsonschema:"the id of the memory to delete"`
+}
+
+// ForgetResult is the result of the forget tool.
+type ForgetResult struct {
+	Forgotten string `json:"forgotten" jsonschema:"the id of the deleted memory"`
+}
+
+// StateGetArgs are the arguments of the state_get tool.
+type StateGetArgs struct {
+	NamespaceArgs
+	Name string `json:"name" jsonschema:"the state slot, matching ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"`
+}
+
+// StateLeaseArgs are the arguments of the state_lease tool.
+type StateLeaseArgs struct {
+	NamespaceArgs
+	Name       string `json:"name" jsonschema:"the state slot to lease"`
+	TTLSeconds int64  `json:"ttl_seconds,omitempty" jsonschema:"lease lifetime in seconds; default 300, at most 3600 unless configured"`
+}
+
+// StatePutArgs are the arguments of the state_put tool.
+type StatePutArgs struct {
+	NamespaceArgs
+	Name    string          `json:"name" jsonschema:"the state slot to write"`
+	Epoch   int64           `json:"epoch" jsonschema:"the lease epoch returned by state_lease"`
+	IfMatch json.RawMessage `json:"if_match" jsonschema:"the version the state must have: a number (0 if never written) or \"*\" for any"`
+	State   json.RawMessage `json:"state" jsonschema:"the new state: any JSON value"`
+}
+
+// StateReleaseArgs are the arguments of the state_release tool.
+type StateReleaseArgs struct {
+	NamespaceArgs
+	Name  string `json:"name" jsonschema:"the state slot"`
+	Epoch int64  `json:"epoch" jsonschema:"the lease epoch to release"`
+}
+
+// ReleaseResult is the result of the state_release tool.
+type ReleaseResult struct {
+	Released int64 `json:"released" jsonschema:"the released epoch"`
+}
+
+// MCPHandler returns an MCP server (streamable HTTP transport, stateless,
+// JSON responses) for mounting at /mcp, with the tools remember, recall,
+// forget, state_get, state_lease, state_put and state_release. Each takes
+// the arguments above and returns the same JSON as the HTTP API (see
+// [Service.Handler]); a refusal is a tool error whose text is the HTTP
+// API's error body, e.g. {"error":"lease_held","message":...,"holder":...}.
+//
+// Every HTTP request must carry "Authorization: Bearer <key>", checked
+// with verify; a refused key gets 401 and is logged at Debug by its
+// SHA-256 only. Being stateless, the server keeps no MCP session that
+// another identity could reuse: every request speaks only for its own key
+// (TokenInfo.UserID is still set to the identity, for stateful use).
+func (s *Service) MCPHandler(verify VerifyKeyFunc) http.Handler {
+	server := mcp.NewServer(&mcp.Implementation{Name: "custody-memory", Version: "1"}, &mcp.ServerOptions{
+		Logger:       s.log,
+		Instructions: "Memories and working state of this agent, kept outside the sandbox.",
+	})
+	addTool(s, server, "remember", "Remember a text. Remembering the same kind, key and text again stores it once; a new text with the same kind and key supersedes the old one (kept as history).", s.toolRemember)
+	addTool(s, server, "recall", "Search memories by keywords (empty query: newest first).", s.toolRecall)
+	addTool(s, server, "forget", "Delete one memory by id.", s.toolForget)
+	addTool(s, server, "state_get", "Read a working-state slot: its version, value, last writer and lease.", s.toolStateGet)
+	addTool(s, server, "state_lease", "Acquire or renew the lease on a working-state slot; returns the epoch to write with and the current state.", s.toolStateLease)
+	addTool(s, server, "state_put", "Write a working-state slot while holding its lease, if its version matches.", s.toolStatePut)
+	addTool(s, server, "state_release", "Release a lease on a working-state slot.", s.toolStateRelease)
+
+	limit := int64(2*s.maxState + 6*s.maxText + 1<<20)
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		JSONResponse:        true,
+		Logger:              s.log,
+		MaxRequestBodyBytes: limit,
+	})
+	verifier := func(ctx context.Context, key string, _ *http.Request) (*auth.TokenInfo, error) {
+		rec, err := verify(ctx, key)
+		if err != nil {
+			sum := sha256.Sum256([]byte(key))
+			if errors.Is(err, apikey.ErrUnauthenticated) {
+				s.log.DebugContext(ctx, "mcp key refused", "key_id", hex.EncodeToString(sum[:]), "reason", err)
+				return nil, errKeyRefused
+			}
+			s.log.ErrorContext(ctx, "mcp key verification failed", "key_id", hex.EncodeToString(sum[:]), "err", err)
+			return nil, errKeyUnavailable
+		}
+		id := rec.Identity
+		return &auth.TokenInfo{
+			Expiration: rec.ExpiresAt,
+			UserID:     strconv.Quote(id.Tenant) + "/" + strconv.Quote(id.Agent) + "/" + strconv.Quote(id.Session),
+			Extra:      map[string]any{recordKey: rec},
+		}, nil
+	}
+	return auth.RequireBearerToken(verifier, nil)(h)
+}
+
+// schemaOptions infer tool schemas; a json.RawMessage is any JSON value.
+var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[json.RawMessage](): {},
+}}
+
+func addTool[In, Out any](s *Service, server *mcp.Server, name, desc string, h func(context.Context, apikey.Identity, Namespace, In) (Out, error)) {
+	in, err := jsonschema.For[In](schemaOptions)
+	if err != nil {
+		panic(fmt.Sprintf("memory: schema for tool %s: %v", name, err))
+	}
+	out, err := jsonschema.For[Out](schemaOptions)
+	if err != nil {
+		panic(fmt.Sprintf("memory: schema for tool %s: %v", name, err))
+	}
+	tool := &mcp.Tool{Name: name, Description: desc, InputSchema: in, OutputSchema: out}
+	mcp.AddTool(server, tool, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, Out, error) {
+		var zero Out
+		rec, ok := recordFrom(req)
+		if !ok {
+			return nil, zero, toolError(ctx, s.log, errors.New("memory: MCP request without a verified key"))
+		}
+		ns := Namespace{Tenant: rec.Identity.Tenant, Agent: rec.Identity.Agent}
+		if a, ok := any(&args).(interface{ namespace() NamespaceArgs }); ok {
+			n := a.namespace()
+			if n.Tenant != "" {
+				ns.Tenant = n.Tenant
+			}
+			if n.Agent != "" {
+				ns.Agent = n.Agent
+			}
+		}
+		out, err := h(ctx, rec.Identity, ns, args)
+		if err != nil {
+			return nil, zero, toolError(ctx, s.log, err)
+		}
+		return nil, out, nil
+	})
+}
+
+func (a *NamespaceArgs) namespace() NamespaceArgs { return *a }
+
+func recordFrom(req *mcp.CallToolRequest) (apikey.Record, bool) {
+	if req == nil || req.Extra == nil || req.Extra.TokenInfo == nil {
+		return apikey.Record{}, false
+	}
+	rec, ok := req.Extra.TokenInfo.Extra[recordKey].(apikey.Record)
+	return rec, ok
+}
+
+// ToolError is a refused tool call. Its text is the HTTP API's JSON error
+// body for the same refusal.
+type ToolError struct {
+	// Body is the JSON error body.
+	Body []byte
+	err  error
+}
+
+func (e *ToolError) Error() string { return string(e.Body) }
+
+// Unwrap returns the refusal's cause (one of this package's sentinels, or
+// a store error).
+func (e *ToolError) Unwrap() error { return e.err }
+
+func toolError(ctx context.Context, log *slog.Logger, err error) error {
+	status, body := errorBody(err)
+	if status >= 500 && log != nil {
+		log.ErrorContext(ctx, "memory tool failed", "err", err)
+	}
+	b, _ := json.Marshal(body)
+	return &ToolError{Body: b, err: err}
+}
+
+func (s *Service) toolRemember(ctx context.Context, caller apikey.Identity, ns Namespace, a RememberArgs) (Remembered, error) {
+	return s.Remember(ctx, caller, ns, RememberRequest{Kind: a.Kind, Key: a.Key, Text: a.Text, Tags: a.Tags})
+}
+
+func (s *Service) toolRecall(ctx context.Context, caller apikey.Identity, ns Namespace, a RecallArgs) (RecallResult, error) {
+	if a.Limit < 0 {
+		return RecallResult{}, invalid("limit must be 1 to %d", maxLimit)
+	}
+	ms, err := s.Recall(ctx, caller, ns, Query{Text: a.Query, Kind: a.Kind, Limit: a.Limit, History: a.History})
+	return RecallResult{Memories: ms}, err
+}
+
+func (s *Service) toolForget(ctx context.Context, caller apikey.Identity, ns Namespace, a ForgetArgs) (ForgetResult, error) {
+	if err := s.Forget(ctx, caller, ns, a.ID); err != nil {
+		return ForgetResult{}, err
+	}
+	return ForgetResult{Forgotten: a.ID}, nil
+}
+
+func (s *Service) toolStateGet(ctx context.Context, caller apikey.Identity, ns Namespace, a StateGetArgs) (State, error) {
+	return s.State(ctx, caller, ns, a.Name)
+}
+
+func (s *Service) toolStateLease(ctx context.Context, caller apikey.Identity, ns Namespace, a StateLeaseArgs) (Grant, error) {
+	if err := checkNamespace(caller, ns); err != nil {
+		return Grant{}, err
+	}
+	ttl, err := s.ttlFromSeconds(a.TTLSeconds)
+	if err != nil {
+		return Grant{}, err
+	}
+	return s.Lease(ctx, caller, ns, a.Name, ttl)
+}
+
+func (s *Service) toolStatePut(ctx context.Context, caller apikey.Identity, ns Namespace, a StatePutArgs) (State, error) {
+	if err := checkNamespace(caller, ns); err != nil {
+		return State{}, err
+	}
+	version, err := parseIfMatchJSON(a.IfMatch)
+	if err != nil {
+		return State{}, err
+	}
+	return s.PutState(ctx, caller, ns, a.Name, a.Epoch, version, a.State)
+}
+
+// parseIfMatchJSON accepts a JSON number or a string that [ParseIfMatch]
+// accepts.
+func parseIfMatchJSON(raw json.RawMessage) (int64, error) {
+	var n int64
+	if err := json.Unmarshal(raw, &n); err == nil {
+		if n < 0 {
+			return 0, invalid("if_match must be a non-negative version or \"*\"")
+		}
+		return n, nil
+	}
+	var str string
+	if err := json.Unmarshal(raw, &str); err != nil {
+		return 0, invalid("if_match must be a non-negative version or \"*\"")
+	}
+	return ParseIfMatch(str)
+}
+
+func (s *Service) toolStateRelease(ctx context.Context, caller apikey.Identity, ns Namespace, a StateReleaseArgs) (ReleaseResult, error) {
+	if err := s.Release(ctx, caller, ns, a.Name, a.Epoch); err != nil {
+		return ReleaseResult{}, err
+	}
+	return ReleaseResult{Released: a.Epoch}, nil
+}

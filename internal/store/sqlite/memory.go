@@ -1,0 +1,249 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentcustody/custody/internal/memory"
+)
+
+var _ memory.Store = (*DB)(nil)
+
+// contentHash identifies a memory's content: SHA-256 over kind, key and
+// text, each prefixed by its length as a big-endian uint64.
+func contentHash(kind, key, text string) []byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range []string{kind, key, text} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:])
+		h.Write([]byte(f))
+	}
+	return h.Sum(nil)
+}
+
+// newMemoryID returns a random positive int64 (a rowid that says nothing
+// about how many memories exist).
+func newMemoryID() (int64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, err
+	}
+	id := int64(binary.BigEndian.Uint64(b[:]) >> 1)
+	if id == 0 {
+		id = 1
+	}
+	return id, nil
+}
+
+func formatMemoryID(id int64) string { return fmt.Sprintf("%016x", id) }
+
+func parseMemoryID(s string) (int64, bool) {
+	if len(s) != 16 {
+		return 0, false
+	}
+	u, err := strconv.ParseUint(s, 16, 64)
+	if err != nil || u == 0 || u > 1<<63-1 || formatMemoryID(int64(u)) != s {
+		return 0, false
+	}
+	return int64(u), true
+}
+
+func millis(t time.Time) int64 { return t.UnixMilli() }
+
+func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+const memoryColumns = `m.id, m.kind, m.key, m.text, m.tags, m.session, m.created_at, m.superseded_by, m.superseded_at`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanMemory(s scanner) (memory.Memory, error) {
+	var (
+		m       memory.Memory
+		id      int64
+		tags    string
+		created int64
+		supBy   sql.NullInt64
+		supAt   sql.NullInt64
+	)
+	if err := s.Scan(&id, &m.Kind, &m.Key, &m.Text, &tags, &m.Session, &created, &supBy, &supAt); err != nil {
+		return memory.Memory{}, err
+	}
+	m.ID = formatMemoryID(id)
+	m.CreatedAt = fromMillis(created)
+	if supBy.Valid {
+		m.SupersededBy = formatMemoryID(supBy.Int64)
+	}
+	if supAt.Valid {
+		m.SupersededAt = fromMillis(supAt.Int64)
+	}
+	if err := json.Unmarshal([]byte(tags), &m.Tags); err != nil {
+		return memory.Memory{}, fmt.Errorf("decode tags of memory %s: %w", m.ID, err)
+	}
+	if len(m.Tags) == 0 {
+		m.Tags = nil
+	}
+	return m, nil
+}
+
+// insertMemory inserts m (its ID already set to id) and its index entry.
+func insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory.Memory, id int64) error {
+	tags := m.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	tagsJSON, err := json.Marshal(tags)
+	if err != nil {
+		return fmt.Errorf("encode tags: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO memories (id, tenant, agent, kind, key, text, tags, hash, session, created_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		id, ns.Tenant, ns.Agent, m.Kind, m.Key, m.Text, string(tagsJSON),
+		contentHash(m.Kind, m.Key, m.Text), m.Session, millis(m.CreatedAt)); err != nil {
+		return fmt.Errorf("insert memory: %w", err)
+	}
+	meta := m.Key
+	if len(m.Tags) > 0 {
+		meta += " " + strings.Join(m.Tags, " ")
+	}
+	if _, err := tx.ExecContext(ctx,
+		`INSERT INTO memories_fts (rowid, text, meta) VALUES (?, ?, ?)`,
+		id, ftsText(m.Text), ftsText(meta)); err != nil {
+		return fmt.Errorf("index memory: %w", err)
+	}
+	return nil
+}
+
+// RememberMemory implements memory.Store.
+func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
+	var res memory.Remembered
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		existing, err := scanMemory(tx.QueryRowContext(ctx,
+			`SELECT `+memoryColumns+` FROM memories m
+			 WHERE m.tenant = ? AND m.agent = ? AND m.hash = ? AND m.superseded_by IS NULL`,
+			ns.Tenant, ns.Agent, contentHash(m.Kind, m.Key, m.Text)))
+		if err == nil {
+			res = memory.Remembered{ID: existing.ID, Status: memory.StatusUnchanged, Memory: existing}
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("find duplicate: %w", err)
+		}
+		id, err := newMemoryID()
+		if err != nil {
+			return fmt.Errorf("new memory id: %w", err)
+		}
+		m.ID = formatMemoryID(id)
+		res = memory.Remembered{ID: m.ID, Status: memory.StatusCreated, Memory: m}
+		if m.Key != "" {
+			// Supersede first: at most one active memory per kind and key.
+			var old int64
+			err := tx.QueryRowContext(ctx,
+				`UPDATE memories SET superseded_by = ?, superseded_at = ?
+				 WHERE tenant = ? AND agent = ? AND kind = ? AND key = ? AND superseded_by IS NULL
+				 RETURNING id`,
+				id, millis(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, m.Key).Scan(&old)
+			switch {
+			case err == nil:
+				res.Status, res.Supersedes = memory.StatusSuperseded, formatMemoryID(old)
+			case !errors.Is(err, sql.ErrNoRows):
+				return fmt.Errorf("supersede: %w", err)
+			}
+		}
+		return insertMemory(ctx, tx, ns, m, id)
+	})
+	if err != nil {
+		return memory.Remembered{}, fmt.Errorf("sqlite: remember memory: %w", err)
+	}
+	return res, nil
+}
+
+// RecallMemories implements memory.Store.
+func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Query) ([]memory.Memory, error) {
+	var (
+		query strings.Builder
+		args  []any
+	)
+	if strings.TrimSpace(q.Text) == "" {
+		query.WriteString(`SELECT ` + memoryColumns + ` FROM memories m WHERE m.tenant = ? AND m.agent = ?`)
+		args = append(args, ns.Tenant, ns.Agent)
+	} else {
+		match := ftsQuery(q.Text)
+		if match == "" {
+			return nil, nil
+		}
+		// CROSS JOIN keeps the FTS index as the outer loop.
+		query.WriteString(`SELECT ` + memoryColumns + ` FROM memories_fts CROSS JOIN memories m ON m.id = memories_fts.rowid
+			WHERE memories_fts MATCH ? AND m.tenant = ? AND m.agent = ?`)
+		args = append(args, match, ns.Tenant, ns.Agent)
+	}
+	if q.Kind != "" {
+		query.WriteString(` AND m.kind = ?`)
+		args = append(args, q.Kind)
+	}
+	if !q.History {
+		query.WriteString(` AND m.superseded_by IS NULL`)
+	}
+	if strings.TrimSpace(q.Text) == "" {
+		query.WriteString(` ORDER BY m.created_at DESC, m.id DESC LIMIT ?`)
+	} else {
+		query.WriteString(` ORDER BY bm25(memories_fts), m.created_at DESC, m.id DESC LIMIT ?`)
+	}
+	args = append(args, q.Limit)
+
+	rows, err := d.db.QueryContext(ctx, query.String(), args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: recall memories: %w", err)
+	}
+	defer rows.Close()
+	var out []memory.Memory
+	for rows.Next() {
+		m, err := scanMemory(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: recall memories: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: recall memories: %w", err)
+	}
+	return out, nil
+}
+
+// ForgetMemory implements memory.Store.
+func (d *DB) ForgetMemory(ctx context.Context, ns memory.Namespace, idStr string) error {
+	id, ok := parseMemoryID(idStr)
+	if !ok {
+		return memory.ErrNotFound
+	}
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM memories WHERE id = ? AND tenant = ? AND agent = ?`, id, ns.Tenant, ns.Agent)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n == 0 {
+			return memory.ErrNotFound
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM memories_fts WHERE rowid = ?`, id)
+		return err
+	})
+	if errors.Is(err, memory.ErrNotFound) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: forget memory: %w", err)
+	}
+	return nil
+}

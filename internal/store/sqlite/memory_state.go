@@ -1,0 +1,201 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agentcustody/custody/internal/memory"
+)
+
+// stateRow is a memory_state row.
+type stateRow struct {
+	state memory.State
+	// epoch is the last epoch granted, kept after a release.
+	epoch int64
+}
+
+type queryRower interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// getState reads slot name of ns, or returns memory.ErrNotFound.
+func getState(ctx context.Context, q queryRower, ns memory.Namespace, name string) (stateRow, error) {
+	var (
+		r         = stateRow{state: memory.State{Name: name}}
+		value     []byte
+		updatedAt sql.NullInt64
+		updatedBy sql.NullString
+		holder    sql.NullString
+		identity  sql.NullString
+		expires   sql.NullInt64
+	)
+	err := q.QueryRowContext(ctx,
+		`SELECT version, state, updated_at, updated_by, lease_epoch, lease_holder, lease_identity, lease_expires_at
+		 FROM memory_state WHERE tenant = ? AND agent = ? AND name = ?`,
+		ns.Tenant, ns.Agent, name).
+		Scan(&r.state.Version, &value, &updatedAt, &updatedBy, &r.epoch, &holder, &identity, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return stateRow{}, memory.ErrNotFound
+	}
+	if err != nil {
+		return stateRow{}, err
+	}
+	if value != nil {
+		r.state.Value = json.RawMessage(value)
+	}
+	if updatedAt.Valid {
+		r.state.UpdatedAt = fromMillis(updatedAt.Int64)
+	}
+	r.state.UpdatedBy = updatedBy.String
+	if holder.Valid {
+		l := &memory.Lease{Epoch: r.epoch, Holder: holder.String, ExpiresAt: fromMillis(expires.Int64)}
+		if identity.Valid {
+			if err := json.Unmarshal([]byte(identity.String), &l.HolderIdentity); err != nil {
+				return stateRow{}, fmt.Errorf("decode lease holder: %w", err)
+			}
+		}
+		r.state.Lease = l
+	}
+	return r, nil
+}
+
+// GetWorkingState implements memory.Store.
+func (d *DB) GetWorkingState(ctx context.Context, ns memory.Namespace, name string) (memory.State, error) {
+	r, err := getState(ctx, d.db, ns, name)
+	if errors.Is(err, memory.ErrNotFound) {
+		return memory.State{}, err
+	}
+	if err != nil {
+		return memory.State{}, fmt.Errorf("sqlite: get working state: %w", err)
+	}
+	return r.state, nil
+}
+
+// AcquireStateLease implements memory.Store.
+func (d *DB) AcquireStateLease(ctx context.Context, ns memory.Namespace, name string, req memory.LeaseRequest) (memory.Grant, error) {
+	identity, err := json.Marshal(req.Holder)
+	if err != nil {
+		return memory.Grant{}, fmt.Errorf("sqlite: encode lease holder: %w", err)
+	}
+	now, expires := millis(req.Now), millis(req.Now.Add(req.TTL))
+	var g memory.Grant
+	err = d.tx(ctx, func(tx *sql.Tx) error {
+		r, err := getState(ctx, tx, ns, name)
+		if errors.Is(err, memory.ErrNotFound) {
+			g = memory.Grant{Name: name, Epoch: 1, ExpiresAt: fromMillis(expires)}
+			_, err := tx.ExecContext(ctx,
+				`INSERT INTO memory_state (tenant, agent, name, version, lease_epoch, lease_holder, lease_identity, lease_expires_at)
+				 VALUES (?, ?, ?, 0, 1, ?, ?, ?)`,
+				ns.Tenant, ns.Agent, name, req.Holder.Session, string(identity), expires)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		l := r.state.Lease
+		live := l != nil && millis(l.ExpiresAt) > now
+		epoch := r.epoch + 1
+		switch {
+		case live && l.Holder == req.Holder.Session:
+			epoch = r.epoch // renewal
+		case !live:
+		case req.TakeOver != 0 && req.TakeOver == l.Epoch:
+		default:
+			return &memory.LeaseHeldError{Lease: *l}
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE memory_state SET lease_epoch = ?, lease_holder = ?, lease_identity = ?, lease_expires_at = ?
+			 WHERE tenant = ? AND agent = ? AND name = ?`,
+			epoch, req.Holder.Session, string(identity), expires, ns.Tenant, ns.Agent, name); err != nil {
+			return err
+		}
+		g = memory.Grant{Name: name, Epoch: epoch, ExpiresAt: fromMillis(expires), Version: r.state.Version, Value: r.state.Value}
+		return nil
+	})
+	if errors.Is(err, memory.ErrLeaseHeld) {
+		return memory.Grant{}, err
+	}
+	if err != nil {
+		return memory.Grant{}, fmt.Errorf("sqlite: acquire state lease: %w", err)
+	}
+	return g, nil
+}
+
+// holds reports whether r's lease is held, unexpired at nowMillis, by
+// session with epoch.
+func (r stateRow) holds(session string, epoch, nowMillis int64) bool {
+	l := r.state.Lease
+	return l != nil && l.Holder == session && l.Epoch == epoch && millis(l.ExpiresAt) > nowMillis
+}
+
+// PutWorkingState implements memory.Store. The lease check, the version
+// check and the write are one IMMEDIATE transaction.
+func (d *DB) PutWorkingState(ctx context.Context, ns memory.Namespace, name string, req memory.PutRequest) (memory.State, error) {
+	now := millis(req.Now)
+	var st memory.State
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		r, err := getState(ctx, tx, ns, name)
+		if errors.Is(err, memory.ErrNotFound) {
+			return memory.ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		if !r.holds(req.Session, req.Epoch, now) {
+			return memory.ErrLeaseLost
+		}
+		if req.IfVersion != memory.AnyVersion && req.IfVersion != r.state.Version {
+			return &memory.VersionConflictError{Current: r.state.Version}
+		}
+		if _, err := tx.ExecContext(ctx,
+			`UPDATE memory_state SET version = version + 1, state = ?, updated_at = ?, updated_by = ?
+			 WHERE tenant = ? AND agent = ? AND name = ?`,
+			[]byte(req.Value), now, req.Session, ns.Tenant, ns.Agent, name); err != nil {
+			return err
+		}
+		st = r.state
+		st.Version++
+		st.Value = append(json.RawMessage(nil), req.Value...)
+		st.UpdatedAt = fromMillis(now)
+		st.UpdatedBy = req.Session
+		return nil
+	})
+	if errors.Is(err, memory.ErrLeaseLost) || errors.Is(err, memory.ErrVersionConflict) {
+		return memory.State{}, err
+	}
+	if err != nil {
+		return memory.State{}, fmt.Errorf("sqlite: put working state: %w", err)
+	}
+	return st, nil
+}
+
+// ReleaseStateLease implements memory.Store.
+func (d *DB) ReleaseStateLease(ctx context.Context, ns memory.Namespace, name, session string, epoch int64) error {
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		r, err := getState(ctx, tx, ns, name)
+		if errors.Is(err, memory.ErrNotFound) {
+			return memory.ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		if l := r.state.Lease; l == nil || l.Holder != session || l.Epoch != epoch {
+			return memory.ErrLeaseLost
+		}
+		_, err = tx.ExecContext(ctx,
+			`UPDATE memory_state SET lease_holder = NULL, lease_identity = NULL, lease_expires_at = NULL
+			 WHERE tenant = ? AND agent = ? AND name = ?`,
+			ns.Tenant, ns.Agent, name)
+		return err
+	})
+	if errors.Is(err, memory.ErrLeaseLost) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: release state lease: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,20 @@
+package sqlite
+
+// migrations are applied in order; migration i brings the schema to
+// user_version i+1. Never edit one that has shipped: append a new one.
+var migrations = []string{
+	// 1: keys minted by the identity exchange.
+	`CREATE TABLE api_keys (
+		hash       BLOB PRIMARY KEY,     -- SHA-256 of the key string
+		tenant     TEXT NOT NULL,
+		agent      TEXT NOT NULL,
+		session    TEXT NOT NULL,
+		identity   TEXT NOT NULL,        -- apikey.Identity as JSON
+		issued_at  INTEGER NOT NULL,     -- unix seconds
+		expires_at INTEGER NOT NULL,     -- unix seconds
+		revoked_at INTEGER               -- unix seconds, NULL while live
+	) STRICT;
+	CREATE INDEX api_keys_agent ON api_keys (tenant, agent, expires_at);`,
+	// 2: memory.
+	memorySchema,
+}

@@ -1,0 +1,84 @@
+// Package e2e runs custody against a real local control plane (see
+// package controlplane): a real kube-apiserver, etcd, garbage collector
+// and agent-sandbox controller, with custody talking to the API server as
+// the service account and RBAC shipped in deploy/.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/agentcustody/custody/test/e2e/controlplane"
+	"github.com/agentcustody/custody/test/e2e/fixture"
+)
+
+var (
+	env        *fixture.Env
+	custody    *fixture.Custody
+	custodyBin string
+	workDir    string
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	var err error
+	workDir, err = os.MkdirTemp("", "custody-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(workDir)
+	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(workDir, "cp"), Progress: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: control plane:", err)
+		return 1
+	}
+	defer cp.Stop()
+	env = &fixture.Env{CP: cp}
+	if err := env.Setup(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: setup:", err)
+		return 1
+	}
+	if custodyBin, err = fixture.BuildCustody(ctx, workDir); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	if custody, err = startCustody(ctx, "main"); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: custody:", err)
+		return 1
+	}
+	defer custody.Stop()
+	code := m.Run()
+	if code != 0 {
+		b, _ := os.ReadFile(custody.Log)
+		if len(b) > 8000 {
+			b = b[len(b)-8000:]
+		}
+		fmt.Fprintf(os.Stderr, "--- custody log (tail) ---\n%s\n", b)
+	}
+	return code
+}
+
+// startCustody starts a custody server as custody's own service account
+// (deploy/rbac.yaml) with extra flags, in its own directory.
+func startCustody(ctx context.Context, name string, args ...string) (*fixture.Custody, error) {
+	dir := filepath.Join(workDir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	kc := filepath.Join(dir, "custody.kubeconfig")
+	if err := env.CustodyKubeconfig(ctx, kc, 2*time.Hour); err != nil {
+		return nil, err
+	}
+	all := append([]string{"--kubeconfig=" + kc, "--kubernetes-namespaces=" + fixture.Namespace}, args...)
+	return fixture.StartCustody(ctx, custodyBin, dir, all...)
+}
