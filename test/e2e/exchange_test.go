@@ -189,12 +189,20 @@ func TestStalePodOfRecreatedClaimRefused(t *testing.T) {
 	old := claimPod(t, ctx, "recreated")
 	tok := podToken(t, ctx, old)
 	keyOf(t, exchange(t, ctx, custody.URL, tok))
-	// Delete the claim orphaning its Sandbox and pod, as when garbage
-	// collection has not run, then create the claim again.
-	if err := env.DeleteClaimOrphan(ctx, "recreated"); err != nil {
+	// Without garbage collection a deleted claim's Sandbox and pod stay
+	// behind: stop the garbage collector, delete the claim, create it
+	// again under the same name (a new UID).
+	if err := env.CP.StopComponent("kube-controller-manager"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = env.DeleteSandboxOf(context.Background(), old) })
+	t.Cleanup(func() {
+		if err := env.CP.StartComponent("kube-controller-manager"); err != nil {
+			t.Error(err)
+		}
+	})
+	if err := env.DeleteClaim(ctx, "recreated"); err != nil {
+		t.Fatal(err)
+	}
 	newPod := claimPod(t, ctx, "recreated")
 	if newPod.UID == old.UID {
 		t.Fatal("the re-created claim adopted the orphaned pod")

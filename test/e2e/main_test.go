@@ -36,7 +36,9 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(workDir)
+	if os.Getenv("CUSTODY_E2E_KEEP") == "" {
+		defer os.RemoveAll(workDir)
+	}
 	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: filepath.Join(workDir, "cp"), Progress: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: control plane:", err)

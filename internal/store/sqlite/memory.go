@@ -64,6 +64,17 @@ func fromMillis(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
 
 const memoryColumns = `m.id, m.kind, m.key, m.text, m.tags, m.session, m.created_at, m.superseded_by, m.superseded_at`
 
+// Statements whose plans TestMemoryQueryPlans checks. Each repeats the
+// WHERE terms of the partial index it must use: SQLite uses a partial
+// index only when the query's WHERE clause literally implies the index's.
+const (
+	sqlFindActiveByHash = `SELECT ` + memoryColumns + ` FROM memories m
+		WHERE m.tenant = ? AND m.agent = ? AND m.hash = ? AND m.superseded_by IS NULL`
+	sqlSupersede = `UPDATE memories SET superseded_by = ?, superseded_at = ?
+		WHERE tenant = ? AND agent = ? AND kind = ? AND key = ? AND key <> '' AND superseded_by IS NULL
+		RETURNING id`
+)
+
 type scanner interface{ Scan(dest ...any) error }
 
 func scanMemory(s scanner) (memory.Memory, error) {
@@ -128,9 +139,7 @@ func insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory
 func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
 	var res memory.Remembered
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		existing, err := scanMemory(tx.QueryRowContext(ctx,
-			`SELECT `+memoryColumns+` FROM memories m
-			 WHERE m.tenant = ? AND m.agent = ? AND m.hash = ? AND m.superseded_by IS NULL`,
+		existing, err := scanMemory(tx.QueryRowContext(ctx, sqlFindActiveByHash,
 			ns.Tenant, ns.Agent, contentHash(m.Kind, m.Key, m.Text)))
 		if err == nil {
 			res = memory.Remembered{ID: existing.ID, Status: memory.StatusUnchanged, Memory: existing}
@@ -148,10 +157,7 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 		if m.Key != "" {
 			// Supersede first: at most one active memory per kind and key.
 			var old int64
-			err := tx.QueryRowContext(ctx,
-				`UPDATE memories SET superseded_by = ?, superseded_at = ?
-				 WHERE tenant = ? AND agent = ? AND kind = ? AND key = ? AND superseded_by IS NULL
-				 RETURNING id`,
+			err := tx.QueryRowContext(ctx, sqlSupersede,
 				id, millis(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, m.Key).Scan(&old)
 			switch {
 			case err == nil:
@@ -168,24 +174,26 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 	return res, nil
 }
 
-// RecallMemories implements memory.Store.
-func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Query) ([]memory.Memory, error) {
+// recallSQL returns the statement and arguments for q, or "" if q has
+// text but no searchable term.
+func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
 	var (
-		query strings.Builder
-		args  []any
+		query  strings.Builder
+		args   []any
+		search = strings.TrimSpace(q.Text) != ""
 	)
-	if strings.TrimSpace(q.Text) == "" {
-		query.WriteString(`SELECT ` + memoryColumns + ` FROM memories m WHERE m.tenant = ? AND m.agent = ?`)
-		args = append(args, ns.Tenant, ns.Agent)
-	} else {
+	if search {
 		match := ftsQuery(q.Text)
 		if match == "" {
-			return nil, nil
+			return "", nil
 		}
 		// CROSS JOIN keeps the FTS index as the outer loop.
 		query.WriteString(`SELECT ` + memoryColumns + ` FROM memories_fts CROSS JOIN memories m ON m.id = memories_fts.rowid
 			WHERE memories_fts MATCH ? AND m.tenant = ? AND m.agent = ?`)
 		args = append(args, match, ns.Tenant, ns.Agent)
+	} else {
+		query.WriteString(`SELECT ` + memoryColumns + ` FROM memories m WHERE m.tenant = ? AND m.agent = ?`)
+		args = append(args, ns.Tenant, ns.Agent)
 	}
 	if q.Kind != "" {
 		query.WriteString(` AND m.kind = ?`)
@@ -194,14 +202,21 @@ func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Q
 	if !q.History {
 		query.WriteString(` AND m.superseded_by IS NULL`)
 	}
-	if strings.TrimSpace(q.Text) == "" {
-		query.WriteString(` ORDER BY m.created_at DESC, m.id DESC LIMIT ?`)
-	} else {
+	if search {
 		query.WriteString(` ORDER BY bm25(memories_fts), m.created_at DESC, m.id DESC LIMIT ?`)
+	} else {
+		query.WriteString(` ORDER BY m.created_at DESC, m.id DESC LIMIT ?`)
 	}
-	args = append(args, q.Limit)
+	return query.String(), append(args, q.Limit)
+}
 
-	rows, err := d.db.QueryContext(ctx, query.String(), args...)
+// RecallMemories implements memory.Store.
+func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Query) ([]memory.Memory, error) {
+	query, args := recallSQL(ns, q)
+	if query == "" {
+		return nil, nil
+	}
+	rows, err := d.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: recall memories: %w", err)
 	}

@@ -137,16 +137,25 @@ func BenchmarkRecall(b *testing.B) {
 		{Text: "lease epoch", History: true},
 	}
 	var lat []time.Duration
+	per := make([][]time.Duration, len(queries))
 	i := 0
 	for b.Loop() {
 		q := queries[i%len(queries)]
 		q.Limit = 10
-		i++
 		start := time.Now()
 		if _, err := db.RecallMemories(ctx, nsA, q); err != nil {
 			b.Fatal(err)
 		}
-		lat = append(lat, time.Since(start))
+		d := time.Since(start)
+		lat = append(lat, d)
+		per[i%len(queries)] = append(per[i%len(queries)], d)
+		i++
+	}
+	for j, ds := range per {
+		if len(ds) > 0 {
+			slices.Sort(ds)
+			b.Logf("%-40q p50 %v", queries[j].Text, ds[len(ds)/2])
+		}
 	}
 	slices.Sort(lat)
 	pct := func(p float64) float64 {

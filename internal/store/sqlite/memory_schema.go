@@ -27,6 +27,7 @@ CREATE UNIQUE INDEX memories_active_hash ON memories (tenant, agent, hash)
 CREATE UNIQUE INDEX memories_active_key ON memories (tenant, agent, kind, key)
 	WHERE superseded_by IS NULL AND key <> '';
 CREATE INDEX memories_newest ON memories (tenant, agent, created_at);
+CREATE INDEX memories_kind_newest ON memories (tenant, agent, kind, created_at);
 
 CREATE VIRTUAL TABLE memories_fts USING fts5(
 	text, meta,                          -- meta: key and tags

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -303,5 +304,64 @@ func TestAcquireStateLeaseRace(t *testing.T) {
 	}
 	if won != 1 {
 		t.Errorf("AcquireStateLease winners = %d, want 1", won)
+	}
+}
+
+// TestMemoryQueryPlans checks that no memory statement scans a whole
+// table: with 100k memories a scan costs tens of milliseconds.
+func TestMemoryQueryPlans(t *testing.T) {
+	db := openTestDB(t)
+	hash := contentHash("fact", "", "x")
+	type stmt struct {
+		name string
+		sql  string
+		args []any
+		want string // in the plan
+	}
+	stmts := []stmt{
+		{"find active by hash", sqlFindActiveByHash, []any{"t", "a", hash}, "memories_active_hash"},
+		{"supersede", sqlSupersede, []any{1, 1, "t", "a", "fact", "k"}, "memories_active_key"},
+		{"forget", `DELETE FROM memories WHERE id = ? AND tenant = ? AND agent = ?`, []any{1, "t", "a"}, "INTEGER PRIMARY KEY"},
+		{"state", `SELECT version FROM memory_state WHERE tenant = ? AND agent = ? AND name = ?`, []any{"t", "a", "n"}, "PRIMARY KEY"},
+	}
+	for _, tt := range []struct {
+		q    memory.Query
+		want string
+	}{
+		{memory.Query{Limit: 10}, "memories_newest"},
+		{memory.Query{Kind: "fact", Limit: 10, History: true}, "memories_kind_newest"},
+		{memory.Query{Text: "hello world", Limit: 10}, "VIRTUAL TABLE INDEX 0:M"},
+		{memory.Query{Text: "世界", Kind: "fact", Limit: 10}, "VIRTUAL TABLE INDEX 0:M"},
+	} {
+		sql, args := recallSQL(nsA, tt.q)
+		stmts = append(stmts, stmt{fmt.Sprintf("recall %+v", tt.q), sql, args, tt.want})
+	}
+	for _, s := range stmts {
+		t.Run(s.name, func(t *testing.T) {
+			rows, err := db.db.Query("EXPLAIN QUERY PLAN "+s.sql, s.args...)
+			if err != nil {
+				t.Fatalf("EXPLAIN QUERY PLAN = %v", err)
+			}
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			if !strings.Contains(strings.Join(plan, "\n"), s.want) {
+				t.Errorf("plan of %s = %q, want it to use %s", s.name, plan, s.want)
+			}
+			for _, d := range plan {
+				if d == "SCAN m" || strings.HasPrefix(d, "SCAN m ") || strings.HasPrefix(d, "SCAN memories ") ||
+					d == "SCAN memories" || strings.HasPrefix(d, "SCAN memory_state") {
+					t.Errorf("plan of %s = %q, want no full table scan", s.name, plan)
+				}
+			}
+			t.Logf("%s: %q", s.name, plan)
+		})
 	}
 }

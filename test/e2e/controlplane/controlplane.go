@@ -88,6 +88,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		}
 		cp.removeDir = true
 	}
+	if err := os.MkdirAll(cp.Dir, 0o700); err != nil {
+		return nil, err
+	}
 	defer func() {
 		if err != nil {
 			cp.Stop()
@@ -250,6 +253,9 @@ func (cp *ControlPlane) TokenKubeconfig(path, token string) error {
 
 type proc struct {
 	name string
+	bin  string
+	args []string
+	env  []string
 	cmd  *exec.Cmd
 	done chan struct{}
 	log  *os.File
@@ -265,7 +271,10 @@ func (p *proc) exited() bool {
 }
 
 func (p *proc) stop() {
-	if p.cmd.Process != nil && !p.exited() {
+	if p.exited() {
+		return
+	}
+	if p.cmd.Process != nil {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
 		select {
 		case <-p.done:
@@ -282,9 +291,18 @@ func (cp *ControlPlane) startProc(name, bin string, args ...string) error {
 }
 
 func (cp *ControlPlane) startProcEnv(name, bin string, env []string, args ...string) error {
-	logf, err := os.Create(filepath.Join(cp.Dir, name+".log"))
+	p, err := cp.spawn(name, bin, env, args)
 	if err != nil {
 		return err
+	}
+	cp.procs = append(cp.procs, p)
+	return nil
+}
+
+func (cp *ControlPlane) spawn(name, bin string, env, args []string) (*proc, error) {
+	logf, err := os.OpenFile(filepath.Join(cp.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
@@ -292,12 +310,43 @@ func (cp *ControlPlane) startProcEnv(name, bin string, env []string, args ...str
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return fmt.Errorf("controlplane: start %s: %w", name, err)
+		return nil, fmt.Errorf("controlplane: start %s: %w", name, err)
 	}
-	p := &proc{name: name, cmd: cmd, done: make(chan struct{}), log: logf}
+	p := &proc{name: name, bin: bin, args: args, env: env, cmd: cmd, done: make(chan struct{}), log: logf}
 	go func() { _ = cmd.Wait(); close(p.done) }()
-	cp.procs = append(cp.procs, p)
-	return nil
+	return p, nil
+}
+
+// StopComponent stops one component (for example
+// "kube-controller-manager", to act as a cluster without garbage
+// collection) until StartComponent.
+func (cp *ControlPlane) StopComponent(name string) error {
+	for _, p := range cp.procs {
+		if p.name == name {
+			p.stop()
+			return nil
+		}
+	}
+	return fmt.Errorf("controlplane: no component %q", name)
+}
+
+// StartComponent starts a component stopped by StopComponent again with
+// the same arguments.
+func (cp *ControlPlane) StartComponent(name string) error {
+	for i, p := range cp.procs {
+		if p.name == name {
+			if !p.exited() {
+				return fmt.Errorf("controlplane: %s is running", name)
+			}
+			np, err := cp.spawn(p.name, p.bin, p.env, p.args)
+			if err != nil {
+				return err
+			}
+			cp.procs[i] = np
+			return nil
+		}
+	}
+	return fmt.Errorf("controlplane: no component %q", name)
 }
 
 func freePorts(n int) ([]int, error) {
