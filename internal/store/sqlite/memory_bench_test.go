@@ -15,10 +15,13 @@ import (
 
 const benchCorpus = 100_000
 
-// benchWords is a vocabulary drawn from with a Zipf distribution, so a few
-// words are in most memories and most words in few, as in real text.
-var benchWords = strings.Fields(`
-the user prefers a to of and in for with on is that this uses when not
+// The corpus vocabulary is Zipf-distributed, as in real text: function
+// words first (in most memories), then content words spread among 30000
+// generated ones (each in a few hundred memories or fewer).
+var (
+	benchFunctionWords = strings.Fields(`the a to of and in for with on is that this it be at by from or as we
+		user should has was will can after before not when uses prefers`)
+	benchContentWords = strings.Fields(`
 deploy cluster namespace pod service config test build release branch commit
 review merge error retry timeout latency cache database index query schema
 migration backup restore token key secret rotate expire lease epoch version
@@ -32,11 +35,33 @@ customer invoice payment refund order shipping warehouse inventory supplier
 report dashboard metric alert incident outage postmortem oncall pager runbook
 london paris berlin tokyo madrid rome vienna prague oslo helsinki dublin
 budget forecast quarter revenue margin hiring onboarding offboarding laptop
-prefers likes dislikes avoids wants needs asked decided agreed rejected
-always never usually sometimes before after during because although unless
+likes dislikes avoids wants needs asked decided agreed rejected
+always never usually sometimes during because although unless
 small large fast slow stable flaky broken fixed pending blocked done
-spreadsheet document slide diagram notebook wiki readme changelog roadmap
-`)
+spreadsheet document slide diagram notebook wiki readme changelog roadmap`)
+	benchVocab = buildVocab(30000)
+)
+
+func buildVocab(n int) []string {
+	syl := strings.Fields("ka lo mi ne ru sa ti vo pe da gu ri zo fa le no be ki mu ta")
+	v := slices.Clone(benchFunctionWords)
+	content := slices.Clone(benchContentWords)
+	for i := 0; len(v) < n; i++ {
+		if i%8 == 0 && len(content) > 0 {
+			v, content = append(v, content[0]), content[1:]
+			continue
+		}
+		w := ""
+		for k := i; ; k /= len(syl) {
+			w += syl[k%len(syl)]
+			if k < len(syl) {
+				break
+			}
+		}
+		v = append(v, w+"n")
+	}
+	return v
+}
 
 // benchExtras are non-English memories mixed into the corpus.
 var benchExtras = []string{
@@ -53,7 +78,7 @@ func benchText(r *rand.Rand, z *rand.Zipf, i int) string {
 	n := 8 + r.IntN(32)
 	words := make([]string, n)
 	for j := range words {
-		words[j] = benchWords[z.Uint64()]
+		words[j] = benchVocab[z.Uint64()]
 	}
 	if r.IntN(4) == 0 {
 		words = append(words, fmt.Sprintf("ticket-%d", r.IntN(20000)))
@@ -67,7 +92,7 @@ func buildCorpus(b *testing.B, n int) (*DB, *rand.Rand, *rand.Zipf) {
 	b.Helper()
 	db := openTestDB(b)
 	r := rand.New(rand.NewPCG(1, 2))
-	z := rand.NewZipf(r, 1.1, 2, uint64(len(benchWords)-1))
+	z := rand.NewZipf(r, 1.07, 2, uint64(len(benchVocab)-1))
 	ctx := context.Background()
 	start := time.Now()
 	seen := make(map[string]bool, n)
@@ -84,7 +109,7 @@ func buildCorpus(b *testing.B, n int) (*DB, *rand.Rand, *rand.Zipf) {
 			}
 			if i%10 == 0 {
 				m.Key = fmt.Sprintf("topic-%d", i)
-				m.Tags = []string{"imported", benchWords[r.IntN(len(benchWords))]}
+				m.Tags = []string{"imported", benchContentWords[r.IntN(len(benchContentWords))]}
 			}
 			id, err := newMemoryID()
 			if err != nil {

@@ -1,0 +1,34 @@
+# custody — see README.md.
+#   make demo     the main job: build the local control plane, run custody,
+#                 and check the identity + memory scenario end to end
+#   make test     every test (unit and end-to-end), under the race detector
+#   make cluster  run the local control plane in the foreground (Ctrl-C stops)
+#   make bench    benchmarks
+
+GO ?= go
+export PATH := $(PATH):/usr/local/go/bin
+
+.PHONY: demo test cluster bench build vet controlplane
+
+build:
+	$(GO) build -o bin/custody ./cmd/custody
+
+vet:
+	$(GO) vet ./...
+
+# Builds (or reuses from the cache) etcd, kube-apiserver,
+# kube-controller-manager, the agent-sandbox controller and sandboxd.
+controlplane:
+	$(GO) run ./test/e2e/cmd/controlplane-build
+
+test: vet controlplane
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+demo: controlplane
+	$(GO) run ./test/e2e/cmd/demo
+
+cluster: controlplane
+	$(GO) run ./test/e2e/cmd/cluster
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/...

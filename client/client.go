@@ -1,0 +1,231 @@
+// Package client is the Go client an agent inside a sandbox uses to reach
+// custody: it exchanges the pod's projected service-account token for a
+// short-lived key, re-exchanges when the key expires or is refused, and
+// calls the memory API in the agent's own namespace.
+//
+// Configuration comes from the environment the SandboxTemplate in
+// deploy/ sets:
+//
+//	CUSTODY_URL         custody's API, e.g. http://custody.custody-system.svc:8865
+//	CUSTODY_TOKEN_FILE  the projected token, e.g. /var/run/secrets/custody/token
+//	CUSTODY_AUTH        "kubernetes" (default) or "static"
+//
+// The token file is read again at every exchange, because the kubelet
+// rotates projected tokens. The key is kept in memory only.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Config configures a [Client].
+type Config struct {
+	// URL is custody's API base URL. Required.
+	URL string
+	// TokenFile is the file holding the token to exchange. Required.
+	TokenFile string
+	// Method is the auth method: "kubernetes" (default) or "static".
+	Method string
+	// HTTPClient defaults to a client with a 30 s timeout.
+	HTTPClient *http.Client
+	// RefreshBefore re-exchanges this long before the key's expiry.
+	// Default 1 minute.
+	RefreshBefore time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// FromEnv builds a Config from CUSTODY_URL, CUSTODY_TOKEN_FILE and
+// CUSTODY_AUTH read with lookup (os.LookupEnv if nil).
+func FromEnv(lookup func(string) (string, bool)) (Config, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	var c Config
+	c.URL, _ = lookup("CUSTODY_URL")
+	c.TokenFile, _ = lookup("CUSTODY_TOKEN_FILE")
+	c.Method, _ = lookup("CUSTODY_AUTH")
+	if c.URL == "" || c.TokenFile == "" {
+		return c, errors.New("client: CUSTODY_URL and CUSTODY_TOKEN_FILE must be set")
+	}
+	return c, nil
+}
+
+// Client talks to custody. It is safe for concurrent use.
+type Client struct {
+	cfg Config
+
+	mu  sync.Mutex
+	key Key
+}
+
+// Key is an exchanged key and the identity it speaks for.
+type Key struct {
+	Key       string    `json:"key"`
+	KeyID     string    `json:"key_id"`
+	ExpiresAt time.Time `json:"expires_at"`
+	Tenant    string    `json:"tenant"`
+	Agent     string    `json:"agent"`
+	Session   string    `json:"session"`
+}
+
+// Error is a refusal from custody: the HTTP status and the body's
+// "error" code and "message".
+type Error struct {
+	Status  int
+	Code    string `json:"error"`
+	Message string `json:"message"`
+	// Body is the whole response body.
+	Body []byte
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("custody: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// New validates cfg and returns a Client. It does not exchange yet.
+func New(cfg Config) (*Client, error) {
+	if cfg.URL == "" || cfg.TokenFile == "" {
+		return nil, errors.New("client: URL and TokenFile are required")
+	}
+	cfg.URL = strings.TrimRight(cfg.URL, "/")
+	switch cfg.Method {
+	case "":
+		cfg.Method = "kubernetes"
+	case "kubernetes", "static":
+	default:
+		return nil, fmt.Errorf("client: unknown auth method %q", cfg.Method)
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
+	if cfg.RefreshBefore <= 0 {
+		cfg.RefreshBefore = time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Client{cfg: cfg}, nil
+}
+
+// Exchange exchanges the token file's current token for a new key and
+// keeps it.
+func (c *Client) Exchange(ctx context.Context) (Key, error) {
+	tok, err := os.ReadFile(c.cfg.TokenFile)
+	if err != nil {
+		return Key{}, fmt.Errorf("client: read token: %w", err)
+	}
+	var k Key
+	body := map[string]string{"token": strings.TrimSpace(string(tok))}
+	if err := c.do(ctx, http.MethodPost, "/v1/auth/"+c.cfg.Method, "", body, nil, &k); err != nil {
+		return Key{}, err
+	}
+	c.mu.Lock()
+	c.key = k
+	c.mu.Unlock()
+	return k, nil
+}
+
+// CurrentKey returns a live key, exchanging if there is none or it
+// expires within RefreshBefore.
+func (c *Client) CurrentKey(ctx context.Context) (Key, error) {
+	c.mu.Lock()
+	k := c.key
+	c.mu.Unlock()
+	if k.Key != "" && c.cfg.Now().Add(c.cfg.RefreshBefore).Before(k.ExpiresAt) {
+		return k, nil
+	}
+	return c.Exchange(ctx)
+}
+
+// Revoke revokes the current key (if any) and forgets it.
+func (c *Client) Revoke(ctx context.Context) error {
+	c.mu.Lock()
+	k := c.key
+	c.key = Key{}
+	c.mu.Unlock()
+	if k.Key == "" {
+		return nil
+	}
+	return c.do(ctx, http.MethodPost, "/v1/auth/revoke", k.Key, nil, nil, nil)
+}
+
+// call sends an authenticated request in the agent's namespace (path is
+// relative to /v1/memory/{tenant}/{agent}). A 401 with a key that looked
+// live (revoked, or custody restarted its cache) triggers one
+// re-exchange and retry.
+func (c *Client) call(ctx context.Context, method, path string, body any, hdr http.Header, out any) error {
+	k, err := c.CurrentKey(ctx)
+	if err != nil {
+		return err
+	}
+	full := "/v1/memory/" + k.Tenant + "/" + k.Agent + path
+	err = c.do(ctx, method, full, k.Key, body, hdr, out)
+	var ce *Error
+	if errors.As(err, &ce) && ce.Status == http.StatusUnauthorized {
+		if k, err = c.Exchange(ctx); err != nil {
+			return err
+		}
+		full = "/v1/memory/" + k.Tenant + "/" + k.Agent + path
+		return c.do(ctx, method, full, k.Key, body, hdr, out)
+	}
+	return err
+}
+
+func (c *Client) do(ctx context.Context, method, path, key string, body any, hdr http.Header, out any) error {
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case json.RawMessage:
+		rd = bytes.NewReader(b)
+	default:
+		buf, err := json.Marshal(b)
+		if err != nil {
+			return fmt.Errorf("client: encode request: %w", err)
+		}
+		rd = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.cfg.URL+path, rd)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	for name, v := range hdr {
+		req.Header[name] = v
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("client: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return fmt.Errorf("client: read response: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		e := &Error{Status: resp.StatusCode, Body: data}
+		_ = json.Unmarshal(data, e)
+		return e
+	}
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("client: decode response: %w", err)
+		}
+	}
+	return nil
+}
