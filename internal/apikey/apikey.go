@@ -225,6 +225,14 @@ func wellFormed(key string) bool {
 	return true
 }
 
+// hashKey is SHA-256 of a well-formed key, hashed from a stack copy so
+// that verification does not allocate.
+func hashKey(key string) [32]byte {
+	var buf [keyLen]byte
+	n := copy(buf[:], key)
+	return sha256.Sum256(buf[:n])
+}
+
 // Verify returns the record of a live key. It fails with [ErrMalformed],
 // [ErrUnknown], [ErrExpired] or [ErrRevoked] (all wrapping
 // [ErrUnauthenticated]), or with a store error.
@@ -232,7 +240,7 @@ func (s *Service) Verify(ctx context.Context, key string) (Record, error) {
 	if !wellFormed(key) {
 		return Record{}, ErrMalformed
 	}
-	hash := sha256.Sum256([]byte(key))
+	hash := hashKey(key)
 	now := s.now()
 	if s.cache != nil {
 		if r, ok := s.cache.get(hash, now); ok {
@@ -263,7 +271,7 @@ func (s *Service) Revoke(ctx context.Context, key string) error {
 	if !wellFormed(key) {
 		return ErrMalformed
 	}
-	return s.RevokeID(ctx, sha256.Sum256([]byte(key)))
+	return s.RevokeID(ctx, hashKey(key))
 }
 
 // RevokeID revokes the key whose SHA-256 is hash. It returns [ErrNotFound]

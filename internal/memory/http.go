@@ -181,11 +181,6 @@ func (s *Service) serveRemember(w http.ResponseWriter, r *http.Request, caller a
 	return nil
 }
 
-// RecallResponse is the body of GET .../memories.
-type RecallResponse struct {
-	Memories []Memory `json:"memories"`
-}
-
 func (s *Service) serveRecall(w http.ResponseWriter, r *http.Request, caller apikey.Identity, ns Namespace) error {
 	v := r.URL.Query()
 	q := Query{Text: v.Get("q"), Kind: v.Get("kind")}
@@ -207,7 +202,7 @@ func (s *Service) serveRecall(w http.ResponseWriter, r *http.Request, caller api
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, RecallResponse{Memories: ms})
+	writeJSON(w, http.StatusOK, RecallResult{Memories: ms})
 	return nil
 }
 

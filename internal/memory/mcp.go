@@ -58,7 +58,8 @@ type RecallArgs struct {
 	History bool   `json:"history,omitempty" jsonschema:"include superseded memories"`
 }
 
-// RecallResult is the result of the recall tool.
+// RecallResult is the result of the recall tool and the body of GET
+// .../memories.
 type RecallResult struct {
 	Memories []Memory `json:"memories" jsonschema:"matching memories, best first"`
 }
@@ -125,13 +126,24 @@ func (s *Service) MCPHandler(verify VerifyKeyFunc) http.Handler {
 		Logger:       s.log,
 		Instructions: "Memories and working state of this agent, kept outside the sandbox.",
 	})
-	addTool(s, server, "remember", "Remember a text. Remembering the same kind, key and text again stores it once; a new text with the same kind and key supersedes the old one (kept as history).", s.toolRemember)
-	addTool(s, server, "recall", "Search memories by keywords (empty query: newest first).", s.toolRecall)
-	addTool(s, server, "forget", "Delete one memory by id.", s.toolForget)
-	addTool(s, server, "state_get", "Read a working-state slot: its version, value, last writer and lease.", s.toolStateGet)
-	addTool(s, server, "state_lease", "Acquire or renew the lease on a working-state slot; returns the epoch to write with and the current state.", s.toolStateLease)
-	addTool(s, server, "state_put", "Write a working-state slot while holding its lease, if its version matches.", s.toolStatePut)
-	addTool(s, server, "state_release", "Release a lease on a working-state slot.", s.toolStateRelease)
+	no, yes := false, true
+	closed := &no
+	addTool(s, server, &mcp.Tool{Name: "remember", Description: "Remember a text. Remembering the same kind, key and text again stores it once; " +
+		"a new text with the same kind and key supersedes the old one (kept as history).",
+		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &no, OpenWorldHint: closed}}, s.toolRemember)
+	addTool(s, server, &mcp.Tool{Name: "recall", Description: "Search memories by keywords, best match first (empty query: newest first).",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: closed}}, s.toolRecall)
+	addTool(s, server, &mcp.Tool{Name: "forget", Description: "Delete one memory by id.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: closed}}, s.toolForget)
+	addTool(s, server, &mcp.Tool{Name: "state_get", Description: "Read a working-state slot: its version, value, last writer and lease.",
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: closed}}, s.toolStateGet)
+	addTool(s, server, &mcp.Tool{Name: "state_lease", Description: "Acquire or renew the lease on a working-state slot; " +
+		"returns the epoch to write with and the current state.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: closed}}, s.toolStateLease)
+	addTool(s, server, &mcp.Tool{Name: "state_put", Description: "Write a working-state slot while holding its lease, if its version matches.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: closed}}, s.toolStatePut)
+	addTool(s, server, &mcp.Tool{Name: "state_release", Description: "Release a lease on a working-state slot.",
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: closed}}, s.toolStateRelease)
 
 	limit := int64(2*s.maxState + 6*s.maxText + 1<<20)
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
@@ -166,16 +178,17 @@ var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonsc
 	reflect.TypeFor[json.RawMessage](): {},
 }}
 
-func addTool[In, Out any](s *Service, server *mcp.Server, name, desc string, h func(context.Context, apikey.Identity, Namespace, In) (Out, error)) {
-	in, err := jsonschema.For[In](schemaOptions)
-	if err != nil {
-		panic(fmt.Sprintf("memory: schema for tool %s: %v", name, err))
+// addTool adds tool, with schemas inferred from In and Out, served by h
+// in the caller's namespace (or the one the arguments name, which h
+// refuses if it is not the caller's).
+func addTool[In, Out any](s *Service, server *mcp.Server, tool *mcp.Tool, h func(context.Context, apikey.Identity, Namespace, In) (Out, error)) {
+	var err error
+	if tool.InputSchema, err = jsonschema.For[In](schemaOptions); err != nil {
+		panic(fmt.Sprintf("memory: input schema of tool %s: %v", tool.Name, err))
 	}
-	out, err := jsonschema.For[Out](schemaOptions)
-	if err != nil {
-		panic(fmt.Sprintf("memory: schema for tool %s: %v", name, err))
+	if tool.OutputSchema, err = jsonschema.For[Out](schemaOptions); err != nil {
+		panic(fmt.Sprintf("memory: output schema of tool %s: %v", tool.Name, err))
 	}
-	tool := &mcp.Tool{Name: name, Description: desc, InputSchema: in, OutputSchema: out}
 	mcp.AddTool(server, tool, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, Out, error) {
 		var zero Out
 		rec, ok := recordFrom(req)
@@ -210,27 +223,24 @@ func recordFrom(req *mcp.CallToolRequest) (apikey.Record, bool) {
 	return rec, ok
 }
 
-// ToolError is a refused tool call. Its text is the HTTP API's JSON error
-// body for the same refusal.
-type ToolError struct {
-	// Body is the JSON error body.
-	Body []byte
+// toolErr is a refused tool call. Its text, which the SDK sends as the
+// tool result's content, is the HTTP API's JSON error body for the same
+// refusal; it never holds a store error's text.
+type toolErr struct {
+	body []byte
 	err  error
 }
 
-func (e *ToolError) Error() string { return string(e.Body) }
-
-// Unwrap returns the refusal's cause (one of this package's sentinels, or
-// a store error).
-func (e *ToolError) Unwrap() error { return e.err }
+func (e *toolErr) Error() string { return string(e.body) }
+func (e *toolErr) Unwrap() error { return e.err }
 
 func toolError(ctx context.Context, log *slog.Logger, err error) error {
 	status, body := errorBody(err)
-	if status >= 500 && log != nil {
+	if status >= 500 {
 		log.ErrorContext(ctx, "memory tool failed", "err", err)
 	}
 	b, _ := json.Marshal(body)
-	return &ToolError{Body: b, err: err}
+	return &toolErr{body: b, err: err}
 }
 
 func (s *Service) toolRemember(ctx context.Context, caller apikey.Identity, ns Namespace, a RememberArgs) (Remembered, error) {
@@ -238,9 +248,6 @@ func (s *Service) toolRemember(ctx context.Context, caller apikey.Identity, ns N
 }
 
 func (s *Service) toolRecall(ctx context.Context, caller apikey.Identity, ns Namespace, a RecallArgs) (RecallResult, error) {
-	if a.Limit < 0 {
-		return RecallResult{}, invalid("limit must be 1 to %d", maxLimit)
-	}
 	ms, err := s.Recall(ctx, caller, ns, Query{Text: a.Query, Kind: a.Kind, Limit: a.Limit, History: a.History})
 	return RecallResult{Memories: ms}, err
 }

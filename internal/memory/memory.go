@@ -354,8 +354,8 @@ type PutRequest struct {
 type Store interface {
 	// RememberMemory stores m (ID unset; Kind, Key, Text, Tags, Session,
 	// CreatedAt set) in ns. If an active memory with the same Kind, Key
-	// and Text exists it returns that memory with [StatusUnchanged] and
-	// stores nothing. Otherwise, if Key is not empty and an active memory
+	// and Text exists (Tags are not compared) it returns that memory with
+	// [StatusUnchanged] and stores nothing. Otherwise, if Key is not empty and an active memory
 	// has the same Kind and Key, that memory is marked superseded by the
 	// new one (SupersededBy, SupersededAt = m.CreatedAt) and the result is
 	// [StatusSuperseded] with Supersedes set; else [StatusCreated]. At

@@ -176,38 +176,41 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 
 // recallSQL returns the statement and arguments for q, or "" if q has
 // text but no searchable term.
+//
+// A search ranks in a subquery that carries only (rowid, score,
+// created_at), so sorting many matches never holds their texts; the
+// outer query reads the full rows of the few that are returned. The CROSS
+// JOIN keeps the FTS index as the outer loop.
 func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
 	var (
-		query  strings.Builder
+		filter strings.Builder
 		args   []any
-		search = strings.TrimSpace(q.Text) != ""
 	)
-	if search {
-		match := ftsQuery(q.Text)
-		if match == "" {
-			return "", nil
-		}
-		// CROSS JOIN keeps the FTS index as the outer loop.
-		query.WriteString(`SELECT ` + memoryColumns + ` FROM memories_fts CROSS JOIN memories m ON m.id = memories_fts.rowid
-			WHERE memories_fts MATCH ? AND m.tenant = ? AND m.agent = ?`)
-		args = append(args, match, ns.Tenant, ns.Agent)
-	} else {
-		query.WriteString(`SELECT ` + memoryColumns + ` FROM memories m WHERE m.tenant = ? AND m.agent = ?`)
-		args = append(args, ns.Tenant, ns.Agent)
-	}
+	filter.WriteString(`x.tenant = ? AND x.agent = ?`)
+	args = append(args, ns.Tenant, ns.Agent)
 	if q.Kind != "" {
-		query.WriteString(` AND m.kind = ?`)
+		filter.WriteString(` AND x.kind = ?`)
 		args = append(args, q.Kind)
 	}
 	if !q.History {
-		query.WriteString(` AND m.superseded_by IS NULL`)
+		filter.WriteString(` AND x.superseded_by IS NULL`)
 	}
-	if search {
-		query.WriteString(` ORDER BY bm25(memories_fts), m.created_at DESC, m.id DESC LIMIT ?`)
-	} else {
-		query.WriteString(` ORDER BY m.created_at DESC, m.id DESC LIMIT ?`)
+	if strings.TrimSpace(q.Text) == "" {
+		return `SELECT ` + strings.ReplaceAll(memoryColumns, "m.", "x.") + ` FROM memories x WHERE ` + filter.String() +
+			` ORDER BY x.created_at DESC, x.id DESC LIMIT ?`, append(args, q.Limit)
 	}
-	return query.String(), append(args, q.Limit)
+	match := ftsQuery(q.Text)
+	if match == "" {
+		return "", nil
+	}
+	return `SELECT ` + memoryColumns + ` FROM (
+			SELECT memories_fts.rowid AS rid, bm25(memories_fts) AS score, x.created_at AS created
+			FROM memories_fts CROSS JOIN memories x ON x.id = memories_fts.rowid
+			WHERE memories_fts MATCH ? AND ` + filter.String() + `
+			ORDER BY score, created DESC, rid DESC LIMIT ?
+		) r CROSS JOIN memories m ON m.id = r.rid
+		ORDER BY r.score, r.created DESC, r.rid DESC`,
+		append(append([]any{match}, args...), q.Limit)
 }
 
 // RecallMemories implements memory.Store.

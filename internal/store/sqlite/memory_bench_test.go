@@ -176,12 +176,15 @@ func BenchmarkRecall(b *testing.B) {
 		per[i%len(queries)] = append(per[i%len(queries)], d)
 		i++
 	}
+	var report strings.Builder
 	for j, ds := range per {
 		if len(ds) > 0 {
 			slices.Sort(ds)
-			b.Logf("%-40q p50 %v", queries[j].Text, ds[len(ds)/2])
+			fmt.Fprintf(&report, " %q=%v", queries[j].Text, ds[len(ds)/2].Round(10*time.Microsecond))
 		}
 	}
+	b.Logf("recall p50 by query:%s", report.String())
+	b.Logf("%d memories in the index, %d recalls", benchCorpus, len(lat))
 	slices.Sort(lat)
 	pct := func(p float64) float64 {
 		return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond)

@@ -1,0 +1,324 @@
+package apikey
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// memStore is an in-memory Store that counts lookups.
+type memStore struct {
+	mu      sync.Mutex
+	recs    map[[32]byte]Record
+	lookups int
+}
+
+func newMemStore() *memStore { return &memStore{recs: map[[32]byte]Record{}} }
+
+func (m *memStore) InsertKey(_ context.Context, r Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recs[r.Hash] = r
+	return nil
+}
+
+func (m *memStore) LookupKey(_ context.Context, h [32]byte) (Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.lookups++
+	r, ok := m.recs[h]
+	if !ok {
+		return Record{}, ErrNotFound
+	}
+	return r, nil
+}
+
+func (m *memStore) RevokeKey(_ context.Context, h [32]byte, at time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r, ok := m.recs[h]
+	if !ok {
+		return ErrNotFound
+	}
+	if r.RevokedAt.IsZero() {
+		r.RevokedAt = at
+	}
+	m.recs[h] = r
+	return nil
+}
+
+func (m *memStore) RevokeAgentKeys(_ context.Context, tenant, agent string, at time.Time) ([][32]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out [][32]byte
+	for h, r := range m.recs {
+		if r.Identity.Tenant == tenant && r.Identity.Agent == agent && r.RevokedAt.IsZero() && r.ExpiresAt.After(at) {
+			r.RevokedAt = at
+			m.recs[h] = r
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time      { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
+func newClock() *clock               { return &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)} }
+
+var alice = Identity{Tenant: "agents", Agent: "run-1", Session: "pod-a", Method: "kubernetes"}
+
+func newService(t testing.TB, opts Options) (*Service, *memStore, *clock) {
+	t.Helper()
+	st, clk := newMemStore(), newClock()
+	opts.Store, opts.Now = st, clk.Now
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	s, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, st, clk
+}
+
+func TestMintVerify(t *testing.T) {
+	s, st, _ := newService(t, Options{})
+	m, err := s.Mint(context.Background(), alice, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Key) != keyLen || !strings.HasPrefix(m.Key, Prefix) {
+		t.Fatalf("Mint().Key has length %d, want %d with prefix %s", len(m.Key), keyLen, Prefix)
+	}
+	h := sha256.Sum256([]byte(m.Key))
+	if st.recs[h].Identity != alice {
+		t.Fatalf("store holds %+v under the key's SHA-256, want %+v", st.recs[h].Identity, alice)
+	}
+	for _, r := range st.recs {
+		if strings.Contains(r.ID(), m.Key) {
+			t.Fatal("store keeps the key itself")
+		}
+	}
+	r, err := s.Verify(context.Background(), m.Key)
+	if err != nil || r.Identity != alice {
+		t.Fatalf("Verify() = %+v, %v; want alice", r.Identity, err)
+	}
+	if got := m.ExpiresAt.Sub(r.IssuedAt); got != 15*time.Minute {
+		t.Errorf("TTL = %v, want 15m", got)
+	}
+}
+
+func TestVerifyRefusals(t *testing.T) {
+	s, _, clk := newService(t, Options{})
+	ctx := context.Background()
+	m, _ := s.Mint(ctx, alice, time.Minute)
+	other, _ := s.Mint(ctx, alice, time.Hour)
+	tests := []struct {
+		name string
+		key  string
+		prep func()
+		want error
+	}{
+		{"empty", "", nil, ErrMalformed},
+		{"wrong prefix", "xx_" + m.Key[3:], nil, ErrMalformed},
+		{"bad character", m.Key[:10] + "!" + m.Key[11:], nil, ErrMalformed},
+		{"too long", m.Key + "A", nil, ErrMalformed},
+		{"unknown", Prefix + strings.Repeat("A", 43), nil, ErrUnknown},
+		{"expired", m.Key, func() { clk.Add(time.Minute) }, ErrExpired},
+		{"revoked", other.Key, func() {
+			if _, err := s.Verify(ctx, other.Key); err != nil { // warm the cache
+				t.Fatal(err)
+			}
+			if err := s.Revoke(ctx, other.Key); err != nil {
+				t.Fatal(err)
+			}
+		}, ErrRevoked},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.prep != nil {
+				tc.prep()
+			}
+			_, err := s.Verify(ctx, tc.key)
+			if !errors.Is(err, tc.want) || !errors.Is(err, ErrUnauthenticated) {
+				t.Fatalf("Verify() = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCache(t *testing.T) {
+	s, st, clk := newService(t, Options{CacheTTL: 30 * time.Second})
+	ctx := context.Background()
+	m, _ := s.Mint(ctx, alice, 40*time.Second)
+	for i := 0; i < 5; i++ {
+		if _, err := s.Verify(ctx, m.Key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st.lookups != 1 {
+		t.Errorf("5 verifications made %d store lookups, want 1", st.lookups)
+	}
+	clk.Add(31 * time.Second)
+	s.Verify(ctx, m.Key)
+	if st.lookups != 2 {
+		t.Errorf("after the cache TTL: %d lookups, want 2", st.lookups)
+	}
+	// The entry cached at 31 s must not outlive the key (40 s).
+	clk.Add(10 * time.Second)
+	if _, err := s.Verify(ctx, m.Key); !errors.Is(err, ErrExpired) {
+		t.Errorf("Verify() past the key's expiry = %v, want ErrExpired", err)
+	}
+}
+
+func TestCacheDisabled(t *testing.T) {
+	s, st, _ := newService(t, Options{CacheTTL: -1})
+	m, _ := s.Mint(context.Background(), alice, 0)
+	s.Verify(context.Background(), m.Key)
+	s.Verify(context.Background(), m.Key)
+	if st.lookups != 2 {
+		t.Errorf("lookups = %d with the cache disabled, want 2", st.lookups)
+	}
+}
+
+func TestRevokeAgent(t *testing.T) {
+	s, _, _ := newService(t, Options{})
+	ctx := context.Background()
+	a1, _ := s.Mint(ctx, alice, 0)
+	a2, _ := s.Mint(ctx, alice, 0)
+	bob := alice
+	bob.Agent = "run-2"
+	b, _ := s.Mint(ctx, bob, 0)
+	s.Verify(ctx, a1.Key)
+	n, err := s.RevokeAgent(ctx, "agents", "run-1")
+	if err != nil || n != 2 {
+		t.Fatalf("RevokeAgent() = %d, %v; want 2", n, err)
+	}
+	for _, k := range []string{a1.Key, a2.Key} {
+		if _, err := s.Verify(ctx, k); !errors.Is(err, ErrRevoked) {
+			t.Errorf("Verify(revoked agent key) = %v, want ErrRevoked", err)
+		}
+	}
+	if _, err := s.Verify(ctx, b.Key); err != nil {
+		t.Errorf("Verify(other agent) = %v, want success", err)
+	}
+}
+
+func TestMiddleware(t *testing.T) {
+	s, _, _ := newService(t, Options{})
+	m, _ := s.Mint(context.Background(), alice, 0)
+	h := s.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec, _ := FromContext(r.Context())
+		w.Write([]byte(rec.Identity.Agent))
+	}))
+	for _, tc := range []struct {
+		name, header string
+		status       int
+	}{
+		{"valid", "Bearer " + m.Key, 200},
+		{"scheme case", "bearer " + m.Key, 200},
+		{"missing", "", 401},
+		{"basic", "Basic " + m.Key, 401},
+		{"garbage", "Bearer nope", 401},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest("GET", "/", nil)
+			if tc.header != "" {
+				req.Header.Set("Authorization", tc.header)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.status {
+				t.Fatalf("status = %d, want %d", rec.Code, tc.status)
+			}
+			if tc.status == 401 && !strings.Contains(rec.Body.String(), `"unauthenticated"`) {
+				t.Errorf("body = %s, want the uniform unauthenticated error", rec.Body)
+			}
+			if strings.Contains(rec.Body.String(), m.Key) {
+				t.Error("response contains the key")
+			}
+		})
+	}
+}
+
+type authFunc func(context.Context, string) (Identity, error)
+
+func (f authFunc) Authenticate(ctx context.Context, c string) (Identity, error) { return f(ctx, c) }
+
+func TestExchangeHandler(t *testing.T) {
+	s, _, _ := newService(t, Options{})
+	errNo := errors.New("no")
+	a := authFunc(func(_ context.Context, tok string) (Identity, error) {
+		if tok == "good" {
+			return alice, nil
+		}
+		return Identity{}, errNo
+	})
+	refuse := func(err error) Refusal {
+		return Refusal{Status: 401, Code: "unauthenticated", Message: "token refused"}
+	}
+	h := s.ExchangeHandler(a, refuse, s.log)
+	for _, tc := range []struct {
+		name, method, body string
+		status             int
+		want               string
+	}{
+		{"ok", "POST", `{"token":"good"}`, 200, `"agent":"run-1"`},
+		{"refused", "POST", `{"token":"bad"}`, 401, `"unauthenticated"`},
+		{"not json", "POST", `token=good`, 400, `"bad_request"`},
+		{"no token", "POST", `{}`, 400, `"bad_request"`},
+		{"too large", "POST", `{"token":"` + strings.Repeat("a", 70000) + `"}`, 413, `"too_large"`},
+		{"GET", "GET", ``, 405, `"method_not_allowed"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(tc.method, "/v1/auth/kubernetes", strings.NewReader(tc.body)))
+			if rec.Code != tc.status || !strings.Contains(rec.Body.String(), tc.want) {
+				t.Fatalf("%s = %d %s, want %d containing %s", tc.name, rec.Code, rec.Body, tc.status, tc.want)
+			}
+		})
+	}
+}
+
+// BenchmarkVerifyCached measures key verification with a warm cache
+// (target: under 5 µs, 0 allocations). BenchmarkSHA256Key is its floor:
+// hashing the key, which every verification must do.
+func BenchmarkVerifyCached(b *testing.B) {
+	s, _, _ := newService(b, Options{})
+	m, _ := s.Mint(context.Background(), alice, time.Hour)
+	ctx := context.Background()
+	if _, err := s.Verify(ctx, m.Key); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := s.Verify(ctx, m.Key); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSHA256Key(b *testing.B) {
+	key := Prefix + strings.Repeat("A", 43)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		_ = sha256.Sum256([]byte(key))
+	}
+}

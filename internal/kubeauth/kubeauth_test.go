@@ -1,0 +1,279 @@
+package kubeauth
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// A JWT-shaped token; the fake TokenReview reactor decides what it means.
+const testToken = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"
+
+type world struct {
+	review    authnv1.TokenReviewStatus
+	reviewErr error
+	pod       *corev1.Pod
+	sandbox   *unstructured.Unstructured
+	claim     *unstructured.Unstructured
+	reviews   int
+	auds      []string
+}
+
+func owner(apiVersion, kind, name string, uid types.UID) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: uid, Controller: ptrBool(true)}
+}
+
+func ptrBool(b bool) *bool { return &b }
+
+func obj(apiVersion, kind, name string, uid types.UID, refs ...metav1.OwnerReference) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetNamespace("agents")
+	u.SetName(name)
+	u.SetUID(uid)
+	u.SetOwnerReferences(refs)
+	return u
+}
+
+// goodWorld is a claimed sandbox: Pod -> Sandbox -> SandboxClaim run-1.
+func goodWorld() *world {
+	return &world{
+		review: authnv1.TokenReviewStatus{
+			Authenticated: true,
+			Audiences:     []string{"custody"},
+			User: authnv1.UserInfo{
+				Username: "system:serviceaccount:agents:agent",
+				Extra: map[string]authnv1.ExtraValue{
+					ExtraPodName: {"pool-x7k2q"},
+					ExtraPodUID:  {"pod-uid"},
+				},
+			},
+		},
+		pod: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "agents", Name: "pool-x7k2q", UID: "pod-uid",
+			OwnerReferences: []metav1.OwnerReference{owner("agents.x-k8s.io/v1beta1", "Sandbox", "pool-x7k2q", "sb-uid")},
+		}},
+		sandbox: obj("agents.x-k8s.io/v1beta1", "Sandbox", "pool-x7k2q", "sb-uid",
+			owner("extensions.agents.x-k8s.io/v1beta1", "SandboxClaim", "run-1", "claim-uid")),
+		claim: obj("extensions.agents.x-k8s.io/v1beta1", "SandboxClaim", "run-1", "claim-uid"),
+	}
+}
+
+func (w *world) exchanger(t *testing.T) *Exchanger {
+	t.Helper()
+	kube := fake.NewClientset()
+	if w.pod != nil {
+		if err := kube.Tracker().Add(w.pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kube.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		w.reviews++
+		tr := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview)
+		w.auds = tr.Spec.Audiences
+		if w.reviewErr != nil {
+			return true, nil, w.reviewErr
+		}
+		return true, &authnv1.TokenReview{Status: w.review}, nil
+	})
+	scheme := runtime.NewScheme()
+	gvrs := map[schema.GroupVersionResource]string{SandboxGVR: "SandboxList", SandboxClaimGVR: "SandboxClaimList"}
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(scheme, gvrs)
+	for gvr, o := range map[schema.GroupVersionResource]*unstructured.Unstructured{SandboxGVR: w.sandbox, SandboxClaimGVR: w.claim} {
+		if o == nil {
+			continue
+		}
+		if _, err := dyn.Resource(gvr).Namespace("agents").Create(context.Background(), o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ex, err := New(Options{Kube: kube, Dynamic: dyn, QueueTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ex
+}
+
+func TestAuthenticate(t *testing.T) {
+	id, err := goodWorld().exchanger(t).Authenticate(context.Background(), testToken)
+	if err != nil {
+		t.Fatalf("Authenticate() = %v, want success", err)
+	}
+	if id.Tenant != "agents" || id.Agent != "run-1" || id.Session != "pool-x7k2q" || id.PodUID != "pod-uid" || id.ClaimUID != "claim-uid" {
+		t.Errorf("Authenticate() = %+v, want agents/run-1/pool-x7k2q", id)
+	}
+}
+
+func TestAuthenticateRefusals(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*world)
+		want   error
+		status int
+	}{
+		{"not authenticated", func(w *world) { w.review.Authenticated = false }, ErrNotAuthenticated, 401},
+		{"authenticated but audiences lack ours", func(w *world) { w.review.Audiences = []string{"https://kubernetes.default.svc"} }, ErrAudience, 401},
+		{"no audiences at all", func(w *world) { w.review.Audiences = nil }, ErrAudience, 401},
+		{"not a service account", func(w *world) { w.review.User.Username = "alice" }, ErrNotServiceAccount, 401},
+		{"malformed service account", func(w *world) { w.review.User.Username = "system:serviceaccount:agents" }, ErrNotServiceAccount, 401},
+		{"not bound to a pod", func(w *world) { delete(w.review.User.Extra, ExtraPodName) }, ErrNotBound, 401},
+		{"no pod uid", func(w *world) { delete(w.review.User.Extra, ExtraPodUID) }, ErrNotBound, 401},
+		{"two pod names", func(w *world) { w.review.User.Extra[ExtraPodName] = authnv1.ExtraValue{"a", "b"} }, ErrNotBound, 401},
+		{"pod gone", func(w *world) { w.pod = nil }, ErrPodGone, 401},
+		{"pod replaced", func(w *world) { w.pod.UID = "other" }, ErrPodGone, 401},
+		{"pod terminating", func(w *world) { now := metav1.Now(); w.pod.DeletionTimestamp = &now }, ErrPodGone, 401},
+		{"pod without controller", func(w *world) { w.pod.OwnerReferences = nil }, ErrNotSandbox, 401},
+		{"pod owned by a ReplicaSet", func(w *world) {
+			w.pod.OwnerReferences = []metav1.OwnerReference{owner("apps/v1", "ReplicaSet", "rs", "rs-uid")}
+		}, ErrNotSandbox, 401},
+		{"Sandbox kind in another group", func(w *world) {
+			w.pod.OwnerReferences = []metav1.OwnerReference{owner("evil.example/v1", "Sandbox", "pool-x7k2q", "sb-uid")}
+		}, ErrNotSandbox, 401},
+		{"sandbox gone", func(w *world) { w.sandbox = nil }, ErrOwnerMismatch, 401},
+		{"sandbox uid differs", func(w *world) { w.sandbox.SetUID("new-sb") }, ErrOwnerMismatch, 401},
+		{"warm pool", func(w *world) {
+			w.sandbox.SetOwnerReferences([]metav1.OwnerReference{owner("extensions.agents.x-k8s.io/v1beta1", "SandboxWarmPool", "pool", "wp")})
+		}, ErrWarmPool, 401},
+		{"sandbox without owner", func(w *world) { w.sandbox.SetOwnerReferences(nil) }, ErrWarmPool, 401},
+		{"claim gone", func(w *world) { w.claim = nil }, ErrOwnerMismatch, 401},
+		{"claim re-created (new uid)", func(w *world) { w.claim.SetUID("claim-uid-2") }, ErrOwnerMismatch, 401},
+		{"claim being deleted", func(w *world) {
+			w.claim.SetDeletionTimestamp(&metav1.Time{Time: time.Now()})
+		}, ErrOwnerMismatch, 401},
+		{"tokenreview forbidden", func(w *world) {
+			w.reviewErr = apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"}, "", errors.New("RBAC"))
+		}, ErrPermission, 500},
+		{"api server down", func(w *world) { w.reviewErr = errors.New("connection refused") }, ErrAPIServer, 503},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := goodWorld()
+			tc.mutate(w)
+			_, err := w.exchanger(t).Authenticate(context.Background(), testToken)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Authenticate() = %v, want %v", err, tc.want)
+			}
+			ref := Refusal(err)
+			if ref.Status != tc.status {
+				t.Errorf("Refusal(%v).Status = %d, want %d", err, ref.Status, tc.status)
+			}
+			if strings.Contains(ref.Message, "RBAC") || strings.Contains(ref.Message, "connection refused") {
+				t.Errorf("Refusal message %q leaks the API error", ref.Message)
+			}
+		})
+	}
+}
+
+func TestAudienceSent(t *testing.T) {
+	w := goodWorld()
+	if _, err := w.exchanger(t).Authenticate(context.Background(), testToken); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.auds) != 1 || w.auds[0] != "custody" {
+		t.Errorf("TokenReview spec.audiences = %v, want [custody]", w.auds)
+	}
+}
+
+func TestV1alpha1OwnerReferences(t *testing.T) {
+	w := goodWorld()
+	w.pod.OwnerReferences[0].APIVersion = "agents.x-k8s.io/v1alpha1"
+	w.sandbox.SetOwnerReferences([]metav1.OwnerReference{owner("extensions.agents.x-k8s.io/v1alpha1", "SandboxClaim", "run-1", "claim-uid")})
+	id, err := w.exchanger(t).Authenticate(context.Background(), testToken)
+	if err != nil || id.Agent != "run-1" {
+		t.Fatalf("Authenticate() with v1alpha1 references = %+v, %v; want run-1", id, err)
+	}
+}
+
+func TestMalformedTokensNeverReviewed(t *testing.T) {
+	for _, tok := range []string{"", "abc", "a.b", "a.b.c.d", "a..c", "a.b.c", "e30.e30.sig", "!!!.e30.sig",
+		"eyJhbGciOiJSUzI1NiJ9.e30.c2ln" + strings.Repeat("A", 20000)} {
+		w := goodWorld()
+		_, err := w.exchanger(t).Authenticate(context.Background(), tok)
+		if !errors.Is(err, ErrMalformedToken) {
+			t.Errorf("Authenticate(%.20q) = %v, want ErrMalformedToken", tok, err)
+		}
+		if w.reviews != 0 {
+			t.Errorf("Authenticate(%.20q) made %d TokenReviews, want 0", tok, w.reviews)
+		}
+	}
+}
+
+func TestSaturated(t *testing.T) {
+	ex := goodWorld().exchanger(t)
+	for i := 0; i < cap(ex.slots); i++ {
+		ex.slots <- struct{}{}
+	}
+	_, err := ex.Authenticate(context.Background(), testToken)
+	if !errors.Is(err, ErrSaturated) {
+		t.Fatalf("Authenticate() when saturated = %v, want ErrSaturated", err)
+	}
+	if r := Refusal(err); r.Status != http.StatusServiceUnavailable || r.RetryAfter <= 0 {
+		t.Errorf("Refusal(ErrSaturated) = %+v, want 503 with Retry-After", r)
+	}
+}
+
+func TestPodAlive(t *testing.T) {
+	w := goodWorld()
+	ex := w.exchanger(t)
+	id, err := ex.Authenticate(context.Background(), testToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alive, err := ex.PodAlive(context.Background(), id); !alive || err != nil {
+		t.Errorf("PodAlive(live pod) = %v, %v; want true", alive, err)
+	}
+	id.PodUID = "gone"
+	if alive, err := ex.PodAlive(context.Background(), id); alive || err != nil {
+		t.Errorf("PodAlive(replaced pod) = %v, %v; want false", alive, err)
+	}
+}
+
+func TestReady(t *testing.T) {
+	w := goodWorld()
+	ex := w.exchanger(t)
+	kube := ex.kube.(*fake.Clientset)
+	allowed := map[string]bool{"tokenreviews": true, "pods": true, "sandboxes": true}
+	kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authzv1.SelfSubjectAccessReview)
+		r.Status.Allowed = allowed[r.Spec.ResourceAttributes.Resource]
+		return true, r, nil
+	})
+	ex.namespaces = []string{"agents"}
+	err := ex.Ready(context.Background())
+	if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "sandboxclaims") {
+		t.Fatalf("Ready() = %v, want ErrPermission naming sandboxclaims", err)
+	}
+	allowed["sandboxclaims"] = true
+	if err := ex.Ready(context.Background()); err != nil {
+		t.Fatalf("Ready() = %v, want nil", err)
+	}
+}
+
+func FuzzCheckShape(f *testing.F) {
+	for _, s := range []string{testToken, "", "a.b.c", "e30.e30.e30", "eyJhbGciOiJub25lIn0..", "....", "\x00.\x00.\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		err := checkShape(s, 16384)
+		if err == nil && strings.Count(s, ".") != 2 {
+			t.Fatalf("checkShape(%q) accepted a token without three segments", s)
+		}
+	})
+}
