@@ -41,10 +41,10 @@ type Env func(string) (string, bool)
 // Main runs custody with args (without the program name) and returns the
 // exit code.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	return run(ctx, args, stdout, stderr, os.LookupEnv)
+	return runWithIO(ctx, args, os.Stdin, stdout, stderr, os.LookupEnv)
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) int {
+func runWithIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, env Env) int {
 	root := &cobra.Command{
 		Use:           "custody",
 		Short:         "Attested, short-lived access for agents in Kubernetes sandboxes",
@@ -54,11 +54,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) 
 		Version:       Version,
 	}
 	root.SetArgs(args)
+	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newServeCmd(env),
+		newLoginCmd(env),
+		newMemoryCmd(env),
+		newStateCmd(env),
 	)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
