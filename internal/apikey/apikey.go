@@ -103,13 +103,16 @@ func (r Record) ID() string { return hex.EncodeToString(r.Hash[:]) }
 // Implementations must be safe for concurrent use. Insert must be durable
 // when it returns. Lookup returns [ErrNotFound] for an unknown hash. Revoke
 // sets RevokedAt if it is unset (revoking twice keeps the first time) and
-// returns [ErrNotFound] for an unknown hash. RevokeAgent revokes every key
-// of tenant/agent not yet expired at time at and returns their hashes.
+// returns [ErrNotFound] for an unknown hash. RevokeAgentKeys revokes every
+// key of tenant/agent not yet expired at time at and returns their hashes.
+// DeleteExpiredKeys deletes every key that expired before before (revoked
+// or not: an expired key is refused either way) and returns how many.
 type Store interface {
 	InsertKey(ctx context.Context, r Record) error
 	LookupKey(ctx context.Context, hash [32]byte) (Record, error)
 	RevokeKey(ctx context.Context, hash [32]byte, at time.Time) error
 	RevokeAgentKeys(ctx context.Context, tenant, agent string, at time.Time) ([][32]byte, error)
+	DeleteExpiredKeys(ctx context.Context, before time.Time) (int64, error)
 }
 
 // Options configure a [Service]. The zero value of each field means its
@@ -299,6 +302,27 @@ func (s *Service) RevokeAgent(ctx context.Context, tenant, agent string) (int, e
 	}
 	s.log.InfoContext(ctx, "agent keys revoked", "tenant", tenant, "agent", agent, "count", len(hashes))
 	return len(hashes), nil
+}
+
+// PruneExpired deletes stored keys that expired more than grace ago, every
+// interval, until ctx is done. Errors are logged and retried next time.
+func (s *Service) PruneExpired(ctx context.Context, interval, grace time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := s.store.DeleteExpiredKeys(ctx, s.now().Add(-grace))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.ErrorContext(ctx, "pruning expired keys failed", "err", err)
+		case n > 0:
+			s.log.InfoContext(ctx, "expired keys pruned", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Evict drops hash from this replica's verification cache. A store that

@@ -72,6 +72,19 @@ func (m *memStore) RevokeAgentKeys(_ context.Context, tenant, agent string, at t
 	return out, nil
 }
 
+func (m *memStore) DeleteExpiredKeys(_ context.Context, before time.Time) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var n int64
+	for h, r := range m.recs {
+		if r.ExpiresAt.Before(before) {
+			delete(m.recs, h)
+			n++
+		}
+	}
+	return n, nil
+}
+
 type clock struct {
 	mu  sync.Mutex
 	now time.Time

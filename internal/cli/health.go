@@ -45,7 +45,9 @@ func (h *health) ready(w http.ResponseWriter, r *http.Request, detailed bool) {
 	if time.Since(h.at) > 5*time.Second {
 		failed := map[string]string{}
 		for _, c := range h.checks {
-			ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+			// Not the request's context: a prober that hangs up must not
+			// be able to make a check fail (and the failure be cached).
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
 			if err := c.check(ctx); err != nil {
 				h.log.WarnContext(ctx, "readiness check failed", "check", c.name, "err", err)
 				failed[c.name] = err.Error()

@@ -151,6 +151,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		admin.Handle("POST /v1/admin/agents/{tenant}/{agent}/revoke", instrument("admin_revoke_agent", keys.AdminRevokeAgentHandler()))
 		servers = append(servers, &namedServer{name: "admin", addr: cfg.AdminListen, handler: requireAdmin(tok, admin)})
 	}
+	go keys.PruneExpired(ctx, 10*time.Minute, time.Hour)
 	return runServers(ctx, servers, log)
 }
 

@@ -39,8 +39,9 @@ type ServeConfig struct {
 	KubernetesAudience string
 	// KubernetesKeyTTL is the lifetime of an exchanged key. Default 15m.
 	KubernetesKeyTTL time.Duration
-	// KubernetesNamespaces are tenant namespaces whose owner-lookup Role
-	// /readyz verifies.
+	// KubernetesNamespaces are the tenant namespaces served: tokens from
+	// other namespaces are refused, and /readyz verifies the owner-lookup
+	// Role in each. Empty serves any namespace custody's RBAC covers.
 	KubernetesNamespaces []string
 	// KubernetesQPS and KubernetesBurst are the API client's rate limits.
 	// Defaults 200 and 400 (client-go's own are 5 and 10).
@@ -96,7 +97,7 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "kubeconfig file; empty uses $KUBECONFIG, then in-cluster config")
 	fs.StringVar(&c.KubernetesAudience, "kubernetes-audience", c.KubernetesAudience, "audience that projected service-account tokens must carry")
 	fs.DurationVar(&c.KubernetesKeyTTL, "kubernetes-key-ttl", c.KubernetesKeyTTL, "lifetime of a key minted by an exchange")
-	fs.StringSliceVar(&c.KubernetesNamespaces, "kubernetes-namespaces", c.KubernetesNamespaces, "tenant namespaces whose owner-lookup Role /readyz verifies (comma-separated)")
+	fs.StringSliceVar(&c.KubernetesNamespaces, "kubernetes-namespaces", c.KubernetesNamespaces, "tenant namespaces served (comma-separated): tokens from other namespaces are refused and /readyz checks the owner-lookup Role in each; empty serves any namespace custody's RBAC covers")
 	fs.Float64Var(&c.KubernetesQPS, "kubernetes-qps", c.KubernetesQPS, "Kubernetes API client queries per second")
 	fs.IntVar(&c.KubernetesBurst, "kubernetes-burst", c.KubernetesBurst, "Kubernetes API client burst")
 	fs.IntVar(&c.ExchangeConcurrency, "exchange-concurrency", c.ExchangeConcurrency, "exchanges talking to the API server at once")

@@ -22,9 +22,16 @@ var (
 	ErrAudience          = fmt.Errorf("%w: TokenReview status.audiences lacks custody's audience", ErrUnauthenticated)
 	ErrNotServiceAccount = fmt.Errorf("%w: user is not a service account", ErrUnauthenticated)
 	ErrNotBound          = fmt.Errorf("%w: token is not bound to a pod", ErrUnauthenticated)
-	ErrPodGone           = fmt.Errorf("%w: pod is gone, replaced or being deleted", ErrUnauthenticated)
-	ErrNotSandbox        = fmt.Errorf("%w: pod is not controlled by a Sandbox", ErrUnauthenticated)
-	ErrOwnerMismatch     = fmt.Errorf("%w: owner reference does not match the live owner", ErrUnauthenticated)
+	// ErrNamespaceNotServed: the service account's namespace is not one
+	// of Options.Namespaces.
+	ErrNamespaceNotServed = fmt.Errorf("%w: namespace not served", ErrUnauthenticated)
+	ErrPodGone            = fmt.Errorf("%w: pod is gone, replaced or being deleted", ErrUnauthenticated)
+	ErrNotSandbox         = fmt.Errorf("%w: pod is not controlled by a Sandbox", ErrUnauthenticated)
+	ErrOwnerMismatch      = fmt.Errorf("%w: owner reference does not match the live owner", ErrUnauthenticated)
+	// ErrNotTracked: the owner exists but does not point back: the Sandbox
+	// tracks another pod, or the claim another Sandbox (a forged or stale
+	// owner reference).
+	ErrNotTracked = fmt.Errorf("%w: owner does not track this object", ErrUnauthenticated)
 
 	// ErrWarmPool: the Sandbox belongs to a SandboxWarmPool (or nothing),
 	// not yet to a SandboxClaim.

@@ -78,8 +78,13 @@ type Options struct {
 	QueueTimeout time.Duration
 	// CallTimeout bounds all API calls of one exchange. Default 10 s.
 	CallTimeout time.Duration
-	// Namespaces lists the tenant namespaces whose owner-lookup Role the
-	// readiness check verifies. Empty checks only TokenReview access.
+	// Namespaces lists the tenant namespaces custody serves: a token from
+	// a service account in any other namespace is refused
+	// ([ErrNamespaceNotServed]) before any other API call, and the
+	// readiness check verifies the owner-lookup Role in each. Empty serves
+	// every namespace where custody's RBAC allows the owner lookup (a
+	// namespace without the Role then gives ErrPermission) and checks only
+	// TokenReview access.
 	Namespaces []string
 	// Log receives refusal reasons at Debug (never the token).
 	// Default slog.Default().
@@ -153,6 +158,9 @@ func (e *Exchanger) Authenticate(ctx context.Context, token string) (apikey.Iden
 	user, err := e.review(ctx, token)
 	if err != nil {
 		return apikey.Identity{}, err
+	}
+	if len(e.namespaces) > 0 && !contains(e.namespaces, user.namespace) {
+		return apikey.Identity{}, ErrNamespaceNotServed
 	}
 	pod, err := e.livePod(ctx, user.namespace, user.podName, user.podUID)
 	if err != nil {

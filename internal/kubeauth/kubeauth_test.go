@@ -72,8 +72,13 @@ func goodWorld() *world {
 		}},
 		sandbox: obj("agents.x-k8s.io/v1beta1", "Sandbox", "pool-x7k2q", "sb-uid",
 			owner("extensions.agents.x-k8s.io/v1beta1", "SandboxClaim", "run-1", "claim-uid")),
-		claim: obj("extensions.agents.x-k8s.io/v1beta1", "SandboxClaim", "run-1", "claim-uid"),
+		claim: withStatusSandbox(obj("extensions.agents.x-k8s.io/v1beta1", "SandboxClaim", "run-1", "claim-uid"), "pool-x7k2q"),
 	}
+}
+
+func withStatusSandbox(u *unstructured.Unstructured, name string) *unstructured.Unstructured {
+	_ = unstructured.SetNestedField(u.Object, name, "status", "sandbox", "name")
+	return u
 }
 
 func (w *world) exchanger(t *testing.T) *Exchanger {
@@ -157,6 +162,18 @@ func TestAuthenticateRefusals(t *testing.T) {
 		{"claim being deleted", func(w *world) {
 			w.claim.SetDeletionTimestamp(&metav1.Time{Time: time.Now()})
 		}, ErrOwnerMismatch, 401},
+		{"forged pod pointing at another pod's Sandbox", func(w *world) {
+			w.pod.Name = "evil-pod"
+			w.review.User.Extra[ExtraPodName] = authnv1.ExtraValue{"evil-pod"}
+		}, ErrNotTracked, 401},
+		{"Sandbox annotation tracks another pod", func(w *world) {
+			w.sandbox.SetName("sb-1")
+			w.pod.OwnerReferences[0].Name = "sb-1"
+			withStatusSandbox(w.claim, "sb-1")
+			w.sandbox.SetAnnotations(map[string]string{SandboxPodNameAnnotation: "other-pod"})
+		}, ErrNotTracked, 401},
+		{"forged Sandbox pointing at another claim", func(w *world) { withStatusSandbox(w.claim, "the-real-sandbox") }, ErrNotTracked, 401},
+		{"claim status not yet set", func(w *world) { unstructured.RemoveNestedField(w.claim.Object, "status") }, ErrNotTracked, 401},
 		{"tokenreview forbidden", func(w *world) {
 			w.reviewErr = apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"}, "", errors.New("RBAC"))
 		}, ErrPermission, 500},
@@ -178,6 +195,31 @@ func TestAuthenticateRefusals(t *testing.T) {
 				t.Errorf("Refusal message %q leaks the API error", ref.Message)
 			}
 		})
+	}
+}
+
+func TestAdoptedWarmPoolPodTrackedByAnnotation(t *testing.T) {
+	w := goodWorld()
+	w.sandbox.SetName("sb-1")
+	w.pod.OwnerReferences[0].Name = "sb-1"
+	withStatusSandbox(w.claim, "sb-1")
+	w.sandbox.SetAnnotations(map[string]string{SandboxPodNameAnnotation: "pool-x7k2q"})
+	id, err := w.exchanger(t).Authenticate(context.Background(), testToken)
+	if err != nil || id.SandboxName != "sb-1" || id.Session != "pool-x7k2q" {
+		t.Fatalf("Authenticate() = %+v, %v; want sandbox sb-1, session pool-x7k2q", id, err)
+	}
+}
+
+func TestNamespaceNotServed(t *testing.T) {
+	w := goodWorld()
+	ex := w.exchanger(t)
+	ex.namespaces = []string{"other"}
+	if _, err := ex.Authenticate(context.Background(), testToken); !errors.Is(err, ErrNamespaceNotServed) {
+		t.Fatalf("Authenticate() from an unserved namespace = %v, want ErrNamespaceNotServed", err)
+	}
+	ex.namespaces = []string{"other", "agents"}
+	if _, err := ex.Authenticate(context.Background(), testToken); err != nil {
+		t.Fatalf("Authenticate() from a served namespace = %v", err)
 	}
 }
 

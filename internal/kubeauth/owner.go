@@ -15,10 +15,20 @@ type chain struct {
 	claim   *unstructured.Unstructured
 }
 
+// SandboxPodNameAnnotation is where a Sandbox records the name of the pod
+// it adopted from a warm pool; without it the pod has the Sandbox's name.
+const SandboxPodNameAnnotation = "agents.x-k8s.io/pod-name"
+
 // ownerChain follows the controller owner references Pod -> Sandbox ->
 // SandboxClaim, GETting each owner live and comparing its UID with the
 // reference. A Sandbox whose controller is not a SandboxClaim (a
 // SandboxWarmPool, or none) gives ErrWarmPool.
+//
+// An owner reference is written by whoever creates the object, so anyone
+// allowed to create pods (or Sandboxes) in the namespace can point one at
+// somebody else's Sandbox (or SandboxClaim). Each hop is therefore checked
+// in both directions: the Sandbox must track this pod (by name), and the
+// claim must track this Sandbox (status.sandbox.name).
 func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, error) {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil || refGroupKind(ref) != sandboxGK {
@@ -28,6 +38,13 @@ func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, err
 	if err != nil {
 		return chain{}, err
 	}
+	tracked := sb.GetAnnotations()[SandboxPodNameAnnotation]
+	if tracked == "" {
+		tracked = sb.GetName()
+	}
+	if tracked != pod.Name {
+		return chain{}, ErrNotTracked
+	}
 	ref = metav1.GetControllerOf(sb)
 	if ref == nil || refGroupKind(ref) != claimGK {
 		return chain{}, ErrWarmPool
@@ -35,6 +52,9 @@ func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, err
 	claim, err := e.getOwned(ctx, SandboxClaimGVR, pod.Namespace, ref, "get sandboxclaim")
 	if err != nil {
 		return chain{}, err
+	}
+	if name, _, _ := unstructured.NestedString(claim.Object, "status", "sandbox", "name"); name != sb.GetName() {
+		return chain{}, ErrNotTracked
 	}
 	return chain{sandbox: sb, claim: claim}, nil
 }

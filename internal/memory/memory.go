@@ -316,7 +316,7 @@ const AnyVersion int64 = -1
 
 // LeaseRequest asks a [Store] for a lease.
 type LeaseRequest struct {
-	// Holder is the caller; its Session identifies the holder.
+	// Holder is the caller, identified by [HolderKey].
 	Holder apikey.Identity
 	// TTL is how long the lease lasts from Now.
 	TTL time.Duration
@@ -329,10 +329,23 @@ type LeaseRequest struct {
 	TakeOver int64
 }
 
+// HolderKey identifies one lease holder: a pod incarnation, that is its
+// session (pod name) and pod UID. A pod re-created under the same name
+// is another holder, so it gets a new epoch and the old incarnation's
+// writes are fenced off. Identities without a pod UID (the static method)
+// are identified by session alone.
+func HolderKey(id apikey.Identity) string {
+	if id.PodUID == "" {
+		return id.Session
+	}
+	return id.Session + "/" + id.PodUID
+}
+
 // PutRequest asks a [Store] to write a state slot.
 type PutRequest struct {
-	// Session is the writer, who must hold the lease.
-	Session string
+	// Holder is the writer, who must hold the lease (compared by
+	// [HolderKey]); its Session is recorded as UpdatedBy.
+	Holder apikey.Identity
 	// Epoch is the lease epoch the writer holds.
 	Epoch int64
 	// IfVersion is the version the writer expects, or [AnyVersion].
@@ -377,21 +390,21 @@ type Store interface {
 	GetWorkingState(ctx context.Context, ns Namespace, name string) (State, error)
 	// AcquireStateLease grants r.Holder a lease on slot name of ns until
 	// r.Now+r.TTL, creating the slot at version 0 if needed. The lease is
-	// renewed (same epoch) if r.Holder's session holds it unexpired;
+	// renewed (same epoch) if r.Holder (by [HolderKey]) holds it unexpired;
 	// granted with epoch+1 if there is no lease, it is expired, or its
 	// epoch is r.TakeOver; otherwise it fails with a [*LeaseHeldError]
 	// carrying the current lease.
 	AcquireStateLease(ctx context.Context, ns Namespace, name string, r LeaseRequest) (Grant, error)
 	// PutWorkingState writes r.Value to slot name of ns and increments its
-	// version, checking in the same transaction first that r.Session
-	// holds an unexpired lease with epoch r.Epoch, else [ErrLeaseLost];
+	// version, checking in the same transaction first that r.Holder
+	// (by [HolderKey]) holds an unexpired lease with epoch r.Epoch, else [ErrLeaseLost];
 	// then that the version is r.IfVersion (unless [AnyVersion]), else a
 	// [*VersionConflictError]. It returns the slot after the write.
 	PutWorkingState(ctx context.Context, ns Namespace, name string, r PutRequest) (State, error)
-	// ReleaseStateLease ends the lease on slot name of ns if session holds
-	// it with epoch (expired or not), else [ErrLeaseLost]. The epoch is
-	// kept, so the next holder gets epoch+1.
-	ReleaseStateLease(ctx context.Context, ns Namespace, name, session string, epoch int64) error
+	// ReleaseStateLease ends the lease on slot name of ns if holder (by
+	// [HolderKey]) holds it with epoch (expired or not), else
+	// [ErrLeaseLost]. The epoch is kept, so the next holder gets epoch+1.
+	ReleaseStateLease(ctx context.Context, ns Namespace, name string, holder apikey.Identity, epoch int64) error
 }
 
 // HolderAliveFunc tells whether the pod that holds a lease still exists

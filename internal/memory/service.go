@@ -256,7 +256,7 @@ func (s *Service) PutState(ctx context.Context, caller apikey.Identity, ns Names
 		return State{}, invalid("state must be a JSON value")
 	}
 	st, err := s.store.PutWorkingState(ctx, ns, name, PutRequest{
-		Session: caller.Session, Epoch: epoch, IfVersion: ifVersion, Value: value, Now: s.now().UTC(),
+		Holder: caller, Epoch: epoch, IfVersion: ifVersion, Value: value, Now: s.now().UTC(),
 	})
 	if err != nil {
 		return State{}, fmt.Errorf("memory: put state: %w", err)
@@ -277,7 +277,7 @@ func (s *Service) Release(ctx context.Context, caller apikey.Identity, ns Namesp
 	if epoch < 1 {
 		return invalid("lease epoch must be a positive integer")
 	}
-	if err := s.store.ReleaseStateLease(ctx, ns, name, caller.Session, epoch); err != nil {
+	if err := s.store.ReleaseStateLease(ctx, ns, name, caller, epoch); err != nil {
 		return fmt.Errorf("memory: release lease: %w", err)
 	}
 	return nil

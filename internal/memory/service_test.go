@@ -153,7 +153,7 @@ func (s *refusingStore) PutWorkingState(context.Context, memory.Namespace, strin
 	return memory.State{}, s.fail("PutWorkingState")
 }
 
-func (s *refusingStore) ReleaseStateLease(context.Context, memory.Namespace, string, string, int64) error {
+func (s *refusingStore) ReleaseStateLease(context.Context, memory.Namespace, string, apikey.Identity, int64) error {
 	return s.fail("ReleaseStateLease")
 }
 

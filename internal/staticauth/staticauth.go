@@ -18,7 +18,7 @@
 // `printf %s "$TOKEN" | sha256sum`). The file is read again when its
 // modification time or size changes, so entries can be added or removed
 // without a restart; a file that fails to parse keeps the last good
-// entries and is logged.
+// entries and is logged; a deleted file accepts no token until it is back.
 package staticauth
 
 import (
@@ -27,6 +27,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -112,6 +113,11 @@ func Load(path string, log *slog.Logger) (*Authenticator, error) {
 
 func (a *Authenticator) reload() error {
 	fi, err := os.Stat(a.path)
+	if errors.Is(err, fs.ErrNotExist) && a.entries != nil {
+		// Deleting the file revokes every entry: fail closed.
+		a.entries, a.modTime, a.size = map[[32]byte]apikey.Identity{}, time.Time{}, -1
+		return fmt.Errorf("staticauth: %w; no static tokens accepted until it is back", err)
+	}
 	if err != nil {
 		return fmt.Errorf("staticauth: %w", err)
 	}

@@ -80,6 +80,15 @@ func TestAuthenticateAndReload(t *testing.T) {
 	if _, err := a.Authenticate(ctx, "tok-2"); err != nil {
 		t.Errorf("Authenticate after a broken rewrite = %v, want the last good entries", err)
 	}
+	// Deleting the file accepts nothing; restoring it accepts again.
+	os.Remove(path)
+	if _, err := a.Authenticate(ctx, "tok-2"); !errors.Is(err, ErrUnknownToken) {
+		t.Errorf("Authenticate after the file was deleted = %v, want ErrUnknownToken", err)
+	}
+	os.WriteFile(path, []byte("tokens:\n"+entry("tok-2", "ci")), 0o600)
+	if _, err := a.Authenticate(ctx, "tok-2"); err != nil {
+		t.Errorf("Authenticate after the file came back = %v", err)
+	}
 }
 
 func TestLoadMissing(t *testing.T) {

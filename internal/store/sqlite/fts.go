@@ -70,7 +70,7 @@ func hasToken(s string) bool {
 // if none is left.
 func ftsQuery(q string) string {
 	var b strings.Builder
-	for _, term := range strings.Fields(q) {
+	for _, term := range strings.Fields(dropControl(q)) {
 		t := ftsText(term)
 		if !hasToken(t) {
 			continue
@@ -83,4 +83,15 @@ func ftsQuery(q string) string {
 		b.WriteByte('"')
 	}
 	return b.String()
+}
+
+// dropControl removes control characters (NUL ends an FTS5 query string
+// early, the rest are never searchable).
+func dropControl(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
 }

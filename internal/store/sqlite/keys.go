@@ -94,3 +94,12 @@ func (d *DB) RevokeAgentKeys(ctx context.Context, tenant, agent string, at time.
 	}
 	return out, nil
 }
+
+// DeleteExpiredKeys implements apikey.Store.
+func (d *DB) DeleteExpiredKeys(ctx context.Context, before time.Time) (int64, error) {
+	res, err := d.db.ExecContext(ctx, `DELETE FROM api_keys WHERE expires_at < ?`, before.Unix())
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: delete expired keys: %w", err)
+	}
+	return res.RowsAffected()
+}

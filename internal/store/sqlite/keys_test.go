@@ -113,3 +113,47 @@ func TestReopenKeepsKeys(t *testing.T) {
 		t.Fatalf("LookupKey() after reopen = %v", err)
 	}
 }
+
+// TestConcurrentOpen: replicas starting together on one fresh data
+// directory each apply every migration once, without failing.
+func TestConcurrentOpen(t *testing.T) {
+	dir := t.TempDir()
+	errs := make(chan error, 4)
+	for i := 0; i < 4; i++ {
+		go func() {
+			db, err := Open(context.Background(), dir)
+			if err == nil {
+				db.Close()
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		if err := <-errs; err != nil {
+			t.Errorf("concurrent Open() = %v", err)
+		}
+	}
+}
+
+func TestDeleteExpiredKeys(t *testing.T) {
+	db := openTestDB(t)
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0).UTC()
+	live := keyRecord("live", "run-1", now, time.Hour)
+	dead := keyRecord("dead", "run-1", now.Add(-2*time.Hour), time.Hour)
+	for _, r := range []apikey.Record{live, dead} {
+		if err := db.InsertKey(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := db.DeleteExpiredKeys(ctx, now)
+	if err != nil || n != 1 {
+		t.Fatalf("DeleteExpiredKeys() = %d, %v; want 1", n, err)
+	}
+	if _, err := db.LookupKey(ctx, dead.Hash); !errors.Is(err, apikey.ErrNotFound) {
+		t.Errorf("expired key still stored: %v", err)
+	}
+	if _, err := db.LookupKey(ctx, live.Hash); err != nil {
+		t.Errorf("live key deleted: %v", err)
+	}
+}

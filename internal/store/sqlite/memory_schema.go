@@ -44,7 +44,7 @@ CREATE TABLE memory_state (
 	updated_at       INTEGER,            -- unix milliseconds
 	updated_by       TEXT,               -- session
 	lease_epoch      INTEGER NOT NULL,   -- epoch of the last lease granted; only grows
-	lease_holder     TEXT,               -- holder's session, NULL when released
+	lease_holder     TEXT,               -- memory.HolderKey (session/pod UID), NULL when released
 	lease_identity   TEXT,               -- holder's apikey.Identity as JSON
 	lease_expires_at INTEGER,            -- unix milliseconds
 	PRIMARY KEY (tenant, agent, name)

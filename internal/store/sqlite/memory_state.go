@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/memory"
 )
 
@@ -15,6 +16,8 @@ type stateRow struct {
 	state memory.State
 	// epoch is the last epoch granted, kept after a release.
 	epoch int64
+	// holderKey is memory.HolderKey of the lease holder ("" if none).
+	holderKey string
 }
 
 type queryRower interface {
@@ -51,12 +54,14 @@ func getState(ctx context.Context, q queryRower, ns memory.Namespace, name strin
 	}
 	r.state.UpdatedBy = updatedBy.String
 	if holder.Valid {
-		l := &memory.Lease{Epoch: r.epoch, Holder: holder.String, ExpiresAt: fromMillis(expires.Int64)}
+		l := &memory.Lease{Epoch: r.epoch, ExpiresAt: fromMillis(expires.Int64)}
 		if identity.Valid {
 			if err := json.Unmarshal([]byte(identity.String), &l.HolderIdentity); err != nil {
 				return stateRow{}, fmt.Errorf("decode lease holder: %w", err)
 			}
 		}
+		l.Holder = l.HolderIdentity.Session
+		r.holderKey = holder.String
 		r.state.Lease = l
 	}
 	return r, nil
@@ -89,7 +94,7 @@ func (d *DB) AcquireStateLease(ctx context.Context, ns memory.Namespace, name st
 			_, err := tx.ExecContext(ctx,
 				`INSERT INTO memory_state (tenant, agent, name, version, lease_epoch, lease_holder, lease_identity, lease_expires_at)
 				 VALUES (?, ?, ?, 0, 1, ?, ?, ?)`,
-				ns.Tenant, ns.Agent, name, req.Holder.Session, string(identity), expires)
+				ns.Tenant, ns.Agent, name, memory.HolderKey(req.Holder), string(identity), expires)
 			return err
 		}
 		if err != nil {
@@ -99,7 +104,7 @@ func (d *DB) AcquireStateLease(ctx context.Context, ns memory.Namespace, name st
 		live := l != nil && millis(l.ExpiresAt) > now
 		epoch := r.epoch + 1
 		switch {
-		case live && l.Holder == req.Holder.Session:
+		case live && r.holderKey == memory.HolderKey(req.Holder):
 			epoch = r.epoch // renewal
 		case !live:
 		case req.TakeOver != 0 && req.TakeOver == l.Epoch:
@@ -109,7 +114,7 @@ func (d *DB) AcquireStateLease(ctx context.Context, ns memory.Namespace, name st
 		if _, err := tx.ExecContext(ctx,
 			`UPDATE memory_state SET lease_epoch = ?, lease_holder = ?, lease_identity = ?, lease_expires_at = ?
 			 WHERE tenant = ? AND agent = ? AND name = ?`,
-			epoch, req.Holder.Session, string(identity), expires, ns.Tenant, ns.Agent, name); err != nil {
+			epoch, memory.HolderKey(req.Holder), string(identity), expires, ns.Tenant, ns.Agent, name); err != nil {
 			return err
 		}
 		g = memory.Grant{Name: name, Epoch: epoch, ExpiresAt: fromMillis(expires), Version: r.state.Version, Value: r.state.Value}
@@ -125,10 +130,10 @@ func (d *DB) AcquireStateLease(ctx context.Context, ns memory.Namespace, name st
 }
 
 // holds reports whether r's lease is held, unexpired at nowMillis, by
-// session with epoch.
-func (r stateRow) holds(session string, epoch, nowMillis int64) bool {
+// the holder with key holderKey (memory.HolderKey) and epoch.
+func (r stateRow) holds(holderKey string, epoch, nowMillis int64) bool {
 	l := r.state.Lease
-	return l != nil && l.Holder == session && l.Epoch == epoch && millis(l.ExpiresAt) > nowMillis
+	return l != nil && r.holderKey == holderKey && l.Epoch == epoch && millis(l.ExpiresAt) > nowMillis
 }
 
 // PutWorkingState implements memory.Store. The lease check, the version
@@ -144,7 +149,7 @@ func (d *DB) PutWorkingState(ctx context.Context, ns memory.Namespace, name stri
 		if err != nil {
 			return err
 		}
-		if !r.holds(req.Session, req.Epoch, now) {
+		if !r.holds(memory.HolderKey(req.Holder), req.Epoch, now) {
 			return memory.ErrLeaseLost
 		}
 		if req.IfVersion != memory.AnyVersion && req.IfVersion != r.state.Version {
@@ -153,14 +158,14 @@ func (d *DB) PutWorkingState(ctx context.Context, ns memory.Namespace, name stri
 		if _, err := tx.ExecContext(ctx,
 			`UPDATE memory_state SET version = version + 1, state = ?, updated_at = ?, updated_by = ?
 			 WHERE tenant = ? AND agent = ? AND name = ?`,
-			[]byte(req.Value), now, req.Session, ns.Tenant, ns.Agent, name); err != nil {
+			[]byte(req.Value), now, req.Holder.Session, ns.Tenant, ns.Agent, name); err != nil {
 			return err
 		}
 		st = r.state
 		st.Version++
 		st.Value = append(json.RawMessage(nil), req.Value...)
 		st.UpdatedAt = fromMillis(now)
-		st.UpdatedBy = req.Session
+		st.UpdatedBy = req.Holder.Session
 		return nil
 	})
 	if errors.Is(err, memory.ErrLeaseLost) || errors.Is(err, memory.ErrVersionConflict) {
@@ -173,7 +178,7 @@ func (d *DB) PutWorkingState(ctx context.Context, ns memory.Namespace, name stri
 }
 
 // ReleaseStateLease implements memory.Store.
-func (d *DB) ReleaseStateLease(ctx context.Context, ns memory.Namespace, name, session string, epoch int64) error {
+func (d *DB) ReleaseStateLease(ctx context.Context, ns memory.Namespace, name string, holder apikey.Identity, epoch int64) error {
 	err := d.tx(ctx, func(tx *sql.Tx) error {
 		r, err := getState(ctx, tx, ns, name)
 		if errors.Is(err, memory.ErrNotFound) {
@@ -182,7 +187,7 @@ func (d *DB) ReleaseStateLease(ctx context.Context, ns memory.Namespace, name, s
 		if err != nil {
 			return err
 		}
-		if l := r.state.Lease; l == nil || l.Holder != session || l.Epoch != epoch {
+		if l := r.state.Lease; l == nil || r.holderKey != memory.HolderKey(holder) || l.Epoch != epoch {
 			return memory.ErrLeaseLost
 		}
 		_, err = tx.ExecContext(ctx,

@@ -184,13 +184,13 @@ func TestStateLeaseEpochs(t *testing.T) {
 	}
 	// Release keeps the epoch: the next holder gets 5.
 	at := t0.Add(210 * time.Second)
-	if err := db.ReleaseStateLease(ctx, nsA, "plan", "pod-b", 4); !errors.Is(err, memory.ErrLeaseLost) {
+	if err := db.ReleaseStateLease(ctx, nsA, "plan", holder("pod-b"), 4); !errors.Is(err, memory.ErrLeaseLost) {
 		t.Errorf("ReleaseStateLease(pod-b, 4) = %v, want ErrLeaseLost", err)
 	}
-	if err := db.ReleaseStateLease(ctx, nsA, "plan", "pod-a", 3); !errors.Is(err, memory.ErrLeaseLost) {
+	if err := db.ReleaseStateLease(ctx, nsA, "plan", holder("pod-a"), 3); !errors.Is(err, memory.ErrLeaseLost) {
 		t.Errorf("ReleaseStateLease(pod-a, 3) = %v, want ErrLeaseLost", err)
 	}
-	if err := db.ReleaseStateLease(ctx, nsA, "plan", "pod-a", 4); err != nil {
+	if err := db.ReleaseStateLease(ctx, nsA, "plan", holder("pod-a"), 4); err != nil {
 		t.Fatalf("ReleaseStateLease(pod-a, 4) = %v", err)
 	}
 	g, err := db.AcquireStateLease(ctx, nsA, "plan", memory.LeaseRequest{Holder: holder("pod-b"), TTL: ttl, Now: at})
@@ -249,7 +249,7 @@ func TestPutWorkingStateFencing(t *testing.T) {
 
 func putErr(db *DB, session string, epoch, ifVersion int64, value string, at time.Time) error {
 	_, err := db.PutWorkingState(context.Background(), nsA, "plan", memory.PutRequest{
-		Session: session, Epoch: epoch, IfVersion: ifVersion, Value: json.RawMessage(value), Now: at,
+		Holder: holder(session), Epoch: epoch, IfVersion: ifVersion, Value: json.RawMessage(value), Now: at,
 	})
 	return err
 }
@@ -365,5 +365,50 @@ func TestMemoryQueryPlans(t *testing.T) {
 			}
 			t.Logf("%s: %q", s.name, plan)
 		})
+	}
+}
+
+// TestLeaseSamePodNameNewIncarnation: a pod re-created under the same name
+// (new UID) is a new holder: it gets a new epoch, and the old incarnation
+// can neither write nor release.
+func TestLeaseSamePodNameNewIncarnation(t *testing.T) {
+	db := openTestDB(t)
+	ctx := context.Background()
+	old := holder("pod-a")
+	reborn := old
+	reborn.PodUID = "uid-pod-a-2"
+	g1, err := db.AcquireStateLease(ctx, nsA, "plan", memory.LeaseRequest{Holder: old, TTL: time.Minute, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The old incarnation is gone (its pod was deleted): takeover.
+	g2, err := db.AcquireStateLease(ctx, nsA, "plan", memory.LeaseRequest{Holder: reborn, TTL: time.Minute, Now: t0, TakeOver: g1.Epoch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g2.Epoch != g1.Epoch+1 {
+		t.Fatalf("re-created pod got epoch %d, want %d", g2.Epoch, g1.Epoch+1)
+	}
+	if _, err := db.AcquireStateLease(ctx, nsA, "plan", memory.LeaseRequest{Holder: reborn, TTL: time.Minute, Now: t0}); err != nil {
+		t.Errorf("renewal by the same incarnation = %v", err)
+	}
+	_, err = db.PutWorkingState(ctx, nsA, "plan", memory.PutRequest{Holder: old, Epoch: g1.Epoch, IfVersion: 0, Value: json.RawMessage(`1`), Now: t0})
+	if !errors.Is(err, memory.ErrLeaseLost) {
+		t.Errorf("old incarnation writes = %v, want ErrLeaseLost", err)
+	}
+	_, err = db.PutWorkingState(ctx, nsA, "plan", memory.PutRequest{Holder: old, Epoch: g2.Epoch, IfVersion: 0, Value: json.RawMessage(`1`), Now: t0})
+	if !errors.Is(err, memory.ErrLeaseLost) {
+		t.Errorf("old incarnation writes with the new epoch = %v, want ErrLeaseLost", err)
+	}
+	if err := db.ReleaseStateLease(ctx, nsA, "plan", old, g2.Epoch); !errors.Is(err, memory.ErrLeaseLost) {
+		t.Errorf("old incarnation releases = %v, want ErrLeaseLost", err)
+	}
+	// Without a takeover, the old incarnation's live lease blocks a new one.
+	db2 := openTestDB(t)
+	if _, err := db2.AcquireStateLease(ctx, nsA, "plan", memory.LeaseRequest{Holder: old, TTL: time.Minute, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db2.AcquireStateLease(ctx, nsA, "plan", memory.LeaseRequest{Holder: reborn, TTL: time.Minute, Now: t0}); !errors.Is(err, memory.ErrLeaseHeld) {
+		t.Errorf("same pod name, new UID, while old lease live = %v, want ErrLeaseHeld", err)
 	}
 }

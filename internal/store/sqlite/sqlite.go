@@ -73,27 +73,37 @@ func (d *DB) Ping(ctx context.Context) error {
 }
 
 // migrate applies the migrations the database has not seen yet, tracked in
-// PRAGMA user_version, each in its own transaction.
+// PRAGMA user_version, one per IMMEDIATE transaction that also reads the
+// version, so that replicas starting together on one file apply each
+// migration once.
 func (d *DB) migrate(ctx context.Context) error {
-	var version int
-	if err := d.db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
-		return fmt.Errorf("sqlite: read schema version: %w", err)
-	}
-	if version > len(migrations) {
-		return fmt.Errorf("sqlite: database schema version %d is newer than this binary's %d", version, len(migrations))
-	}
-	for i := version; i < len(migrations); i++ {
-		if err := d.tx(ctx, func(tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
-				return err
+	for {
+		var done bool
+		err := d.tx(ctx, func(tx *sql.Tx) error {
+			var version int
+			if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+				return fmt.Errorf("read schema version: %w", err)
 			}
-			_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", i+1))
+			if version > len(migrations) {
+				return fmt.Errorf("database schema version %d is newer than this binary's %d", version, len(migrations))
+			}
+			if version == len(migrations) {
+				done = true
+				return nil
+			}
+			if _, err := tx.ExecContext(ctx, migrations[version]); err != nil {
+				return fmt.Errorf("migration %d: %w", version+1, err)
+			}
+			_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", version+1))
 			return err
-		}); err != nil {
-			return fmt.Errorf("sqlite: migration %d: %w", i+1, err)
+		})
+		if err != nil {
+			return fmt.Errorf("sqlite: %w", err)
+		}
+		if done {
+			return nil
 		}
 	}
-	return nil
 }
 
 // tx runs f in a write transaction and commits it if f returns nil.
