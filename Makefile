@@ -24,11 +24,15 @@ controlplane:
 test: vet controlplane
 	$(GO) test -race -count=1 -timeout 30m ./...
 
-demo: controlplane
-	$(GO) run ./test/e2e/cmd/demo
+# demo and cluster build the control plane themselves, with progress; they
+# run as built binaries so that Ctrl-C reaches them directly.
+demo:
+	$(GO) build -o bin/demo ./test/e2e/cmd/demo
+	./bin/demo
 
-cluster: controlplane
-	$(GO) run ./test/e2e/cmd/cluster
+cluster:
+	$(GO) build -o bin/cluster ./test/e2e/cmd/cluster
+	./bin/cluster
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
