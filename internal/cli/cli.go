@@ -63,6 +63,7 @@ func runWithIO(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		newLoginCmd(env),
 		newMemoryCmd(env),
 		newStateCmd(env),
+		newExecCmd(env),
 	)
 	err := root.ExecuteContext(ctx)
 	if err == nil {

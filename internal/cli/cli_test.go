@@ -94,13 +94,13 @@ func TestServeStaticAndAgentCommands(t *testing.T) {
 	tokens := "tokens:\n  - sha256: " + hex.EncodeToString(sum[:]) + "\n    tenant: local\n    agent: dev\n    session: laptop\n"
 	must(t, os.WriteFile(filepath.Join(dir, "tokens.yaml"), []byte(tokens), 0o600))
 	must(t, os.WriteFile(filepath.Join(dir, "token"), []byte(token+"\n"), 0o600))
-	addr, metrics := freeAddr(t), freeAddr(t)
+	addr, metrics, gw := freeAddr(t), freeAddr(t), freeAddr(t)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
 		code, _, stderr := runCLI(t, ctx, envMap(nil), "", "serve", "--kubernetes-auth=false",
-			"--static-tokens-file="+filepath.Join(dir, "tokens.yaml"), "--listen="+addr, "--metrics-listen="+metrics,
+			"--static-tokens-file="+filepath.Join(dir, "tokens.yaml"), "--listen="+addr, "--metrics-listen="+metrics, "--gateway-listen="+gw,
 			"--data-dir="+filepath.Join(dir, "data"), "--log-level=error")
 		if code != 0 {
 			t.Errorf("serve exit %d: %s", code, stderr)

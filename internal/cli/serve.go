@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -11,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -21,8 +19,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/agentcustody/custody/internal/apierror"
 	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/kubeauth"
 	"github.com/agentcustody/custody/internal/memory"
 	"github.com/agentcustody/custody/internal/staticauth"
@@ -106,8 +104,9 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 	api := http.NewServeMux()
 	ready := []readinessCheck{{"store", db.Ping}}
 	var podAlive func(context.Context, apikey.Identity) (bool, error)
+	var ex *kubeauth.Exchanger
 	if cfg.KubernetesAuth {
-		ex, err := newExchanger(cfg, log)
+		ex, err = newExchanger(cfg, log)
 		if err != nil {
 			return err
 		}
@@ -141,15 +140,29 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		health.register(m, true)
 		servers = append(servers, &namedServer{name: "metrics", addr: cfg.MetricsListen, handler: m})
 	}
-	if cfg.AdminTokenFile != "" {
-		tok, err := readAdminToken(cfg.AdminTokenFile)
-		if err != nil {
-			return usageError{err}
+	var gw *gateway.Gateway
+	if cfg.GatewayListen != "" {
+		if gw, err = newGateway(ctx, cfg, db, reg, log); err != nil {
+			return err
+		}
+		defer gw.Close()
+		servers = append(servers, &namedServer{name: "gateway", addr: cfg.GatewayListen, handler: gw.DataHandler()})
+	}
+	if cfg.AdminTokenFile != "" || len(cfg.AdminServiceAccounts) > 0 {
+		var tok []byte
+		if cfg.AdminTokenFile != "" {
+			if tok, err = readAdminToken(cfg.AdminTokenFile); err != nil {
+				return usageError{err}
+			}
 		}
 		admin := http.NewServeMux()
 		admin.Handle("POST /v1/admin/keys/{id}/revoke", instrument("admin_revoke_key", keys.AdminRevokeKeyHandler()))
 		admin.Handle("POST /v1/admin/agents/{tenant}/{agent}/revoke", instrument("admin_revoke_agent", keys.AdminRevokeAgentHandler()))
-		servers = append(servers, &namedServer{name: "admin", addr: cfg.AdminListen, handler: requireAdmin(tok, admin)})
+		if gw != nil {
+			admin.Handle("/v1/gateway/", instrument("admin_gateway", gw.AdminHandler()))
+		}
+		auth := &adminAuth{token: tok, accounts: cfg.AdminServiceAccounts, audience: cfg.AdminAudience, reviewer: ex, log: log}
+		servers = append(servers, &namedServer{name: "admin", addr: cfg.AdminListen, handler: auth.wrap(admin)})
 	}
 	go keys.PruneExpired(ctx, 10*time.Minute, time.Hour)
 	return runServers(ctx, servers, log)
@@ -185,32 +198,4 @@ func runServers(ctx context.Context, servers []*namedServer, log *slog.Logger) e
 	err := g.Wait()
 	log.Info("stopped")
 	return err
-}
-
-// readAdminToken reads the admin bearer token (surrounding whitespace
-// trimmed); it must be at least 32 bytes.
-func readAdminToken(path string) ([]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--admin-token-file: %w", err)
-	}
-	tok := []byte(strings.TrimSpace(string(b)))
-	if len(tok) < 32 {
-		return nil, fmt.Errorf("--admin-token-file: token must be at least 32 bytes, got %d", len(tok))
-	}
-	return tok, nil
-}
-
-// requireAdmin admits requests whose bearer token equals tok, compared in
-// constant time.
-func requireAdmin(tok []byte, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got := []byte(apikey.BearerToken(r))
-		if subtle.ConstantTimeCompare(got, tok) != 1 {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="custody-admin"`)
-			apierror.Write(w, http.StatusUnauthorized, "unauthenticated", "admin token required")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
 }

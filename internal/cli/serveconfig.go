@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/agentcustody/custody/internal/gateway"
 )
 
 // ServeConfig configures `custody serve`. Every field is a flag and may
@@ -23,6 +27,28 @@ type ServeConfig struct {
 	// AdminTokenFile holds the bearer token operators present on the admin
 	// listener (compared in constant time). Empty disables the listener.
 	AdminTokenFile string
+	// GatewayListen is the model gateway's data port: /{provider}/...
+	// Sandboxes reach it. Default ":8866"; empty disables the gateway.
+	GatewayListen string
+	// GatewayKeysDir holds one file per provider with its real API key
+	// (a mounted Secret), re-read when it changes. Empty: no keys (502).
+	GatewayKeysDir string
+	// GatewaySigningKey is the Ed25519 PKCS#8 PEM file gateway tokens are
+	// signed with, created (0600) if missing. Default
+	// <data-dir>/gateway-ed25519.pem.
+	GatewaySigningKey string
+	// GatewayProviders adds or overrides providers as NAME=URL or
+	// NAME=KIND:URL (KIND anthropic, openai or gemini; default: the
+	// built-in provider's kind, else openai).
+	GatewayProviders []string
+	// AdminServiceAccounts are service accounts ("NS:NAME") whose
+	// projected token, with audience AdminAudience and checked by
+	// TokenReview, is accepted on the admin listener besides the static
+	// admin token.
+	AdminServiceAccounts []string
+	// AdminAudience is the audience admin callers' tokens must carry.
+	// Default "custody-admin".
+	AdminAudience string
 	// MetricsListen serves Prometheus /metrics, /healthz and /readyz.
 	// Default ":8868"; empty disables it.
 	MetricsListen string
@@ -71,6 +97,8 @@ func Defaults() ServeConfig {
 		Listen:               ":8865",
 		AdminListen:          "127.0.0.1:8867",
 		MetricsListen:        ":8868",
+		GatewayListen:        ":8866",
+		AdminAudience:        "custody-admin",
 		DataDir:              "custody-data",
 		KubernetesAuth:       true,
 		KubernetesAudience:   "custody",
@@ -91,6 +119,12 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "API listener (identity exchange, memory, MCP, /healthz, /readyz); sandboxes reach it")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "operator listener for key revocation; started only with --admin-token-file; never expose to sandboxes")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, "file holding the admin bearer token; empty disables the admin listener")
+	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "model gateway data port (/{provider}/...); sandboxes reach it; empty disables the gateway")
+	fs.StringVar(&c.GatewayKeysDir, "gateway-keys-dir", c.GatewayKeysDir, "directory with one file per provider (anthropic, openai, gemini, ...) holding its real API key; re-read on change")
+	fs.StringVar(&c.GatewaySigningKey, "gateway-signing-key", c.GatewaySigningKey, "Ed25519 PKCS#8 PEM file for gateway tokens, created if missing (default <data-dir>/gateway-ed25519.pem)")
+	fs.StringSliceVar(&c.GatewayProviders, "gateway-provider", c.GatewayProviders, "add or override a provider: NAME=URL or NAME=KIND:URL, KIND anthropic|openai|gemini (repeatable)")
+	fs.StringSliceVar(&c.AdminServiceAccounts, "admin-service-accounts", c.AdminServiceAccounts, "service accounts (NS:NAME) whose projected token (audience --admin-audience, checked by TokenReview) is accepted on the admin listener")
+	fs.StringVar(&c.AdminAudience, "admin-audience", c.AdminAudience, "audience admin callers' projected tokens must carry")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "listener for Prometheus /metrics, /healthz and /readyz; empty disables it")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the embedded SQLite database (created 0700)")
 	fs.BoolVar(&c.KubernetesAuth, "kubernetes-auth", c.KubernetesAuth, "serve POST /v1/auth/kubernetes (needs Kubernetes credentials)")
@@ -111,8 +145,8 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 // Validate reports the first invalid setting.
 func (c *ServeConfig) Validate() error {
 	var errs []error
-	for name, addr := range map[string]string{"--listen": c.Listen, "--admin-listen": c.AdminListen, "--metrics-listen": c.MetricsListen} {
-		if addr == "" && name != "--metrics-listen" {
+	for name, addr := range map[string]string{"--listen": c.Listen, "--admin-listen": c.AdminListen, "--metrics-listen": c.MetricsListen, "--gateway-listen": c.GatewayListen} {
+		if addr == "" && (name == "--listen" || name == "--admin-listen") {
 			errs = append(errs, fmt.Errorf("%s is required", name))
 			continue
 		}
@@ -121,6 +155,17 @@ func (c *ServeConfig) Validate() error {
 				errs = append(errs, fmt.Errorf("%s %q: %w", name, addr, err))
 			}
 		}
+	}
+	if _, err := c.providers(); err != nil {
+		errs = append(errs, err)
+	}
+	for _, sa := range c.AdminServiceAccounts {
+		if ns, name, ok := strings.Cut(sa, ":"); !ok || ns == "" || name == "" {
+			errs = append(errs, fmt.Errorf("--admin-service-accounts %q: want NS:NAME", sa))
+		}
+	}
+	if len(c.AdminServiceAccounts) > 0 && !c.KubernetesAuth {
+		errs = append(errs, errors.New("--admin-service-accounts needs --kubernetes-auth (TokenReview)"))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is required"))
@@ -147,6 +192,27 @@ func (c *ServeConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// providers parses GatewayProviders.
+func (c *ServeConfig) providers() (map[string]gateway.ProviderConfig, error) {
+	out := map[string]gateway.ProviderConfig{}
+	for _, p := range c.GatewayProviders {
+		name, rest, ok := strings.Cut(p, "=")
+		if !ok || name == "" || rest == "" {
+			return nil, fmt.Errorf("--gateway-provider %q: want NAME=URL or NAME=KIND:URL", p)
+		}
+		var pc gateway.ProviderConfig
+		if kind, u, ok := strings.Cut(rest, ":"); ok && (kind == gateway.KindAnthropic || kind == gateway.KindOpenAI || kind == gateway.KindGemini) {
+			pc.Kind, rest = kind, u
+		}
+		if u, err := url.Parse(rest); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--gateway-provider %q: base URL must be http(s)://host[...]", p)
+		}
+		pc.BaseURL = rest
+		out[name] = pc
+	}
+	return out, nil
 }
 
 func parseLevel(s string) (slog.Level, error) {

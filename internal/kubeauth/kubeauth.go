@@ -155,7 +155,7 @@ func (e *Exchanger) Authenticate(ctx context.Context, token string) (apikey.Iden
 	ctx, cancel := context.WithTimeout(ctx, e.callTO)
 	defer cancel()
 
-	user, err := e.review(ctx, token)
+	user, err := e.review(ctx, token, e.audience)
 	if err != nil {
 		return apikey.Identity{}, err
 	}
@@ -207,11 +207,34 @@ type reviewedUser struct {
 	podName, podUID                     string
 }
 
-// review runs the TokenReview and checks audience, service account and
-// pod binding.
-func (e *Exchanger) review(ctx context.Context, token string) (reviewedUser, error) {
+// ServiceAccount attests token as a projected service-account token for
+// audience (with TokenReview, not cached) and returns the service
+// account's namespace and name. Unlike Authenticate it does not need the
+// token to be bound to a pod. It is used for operators' callers on the
+// admin listener.
+func (e *Exchanger) ServiceAccount(ctx context.Context, token, audience string) (ns, name string, err error) {
+	if err := checkShape(token, e.maxToken); err != nil {
+		return "", "", err
+	}
+	if err := e.acquire(ctx); err != nil {
+		return "", "", err
+	}
+	defer func() { <-e.slots }()
+	ctx, cancel := context.WithTimeout(ctx, e.callTO)
+	defer cancel()
+	user, err := e.review(ctx, token, audience)
+	if err != nil && !errors.Is(err, ErrNotBound) {
+		return "", "", err
+	}
+	return user.namespace, user.serviceAccount, nil
+}
+
+// review runs the TokenReview for audience and checks audience, service
+// account and pod binding. With ErrNotBound, the service account fields
+// are still set.
+func (e *Exchanger) review(ctx context.Context, token, audience string) (reviewedUser, error) {
 	tr, err := e.kube.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{
-		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{e.audience}},
+		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{audience}},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		return reviewedUser{}, apiError("create tokenreview", err)
@@ -220,18 +243,19 @@ func (e *Exchanger) review(ctx context.Context, token string) (reviewedUser, err
 	if !st.Authenticated {
 		return reviewedUser{}, ErrNotAuthenticated
 	}
-	if !contains(st.Audiences, e.audience) {
+	if !contains(st.Audiences, audience) {
 		return reviewedUser{}, ErrAudience
 	}
 	ns, sa, ok := parseServiceAccount(st.User.Username)
 	if !ok {
 		return reviewedUser{}, ErrNotServiceAccount
 	}
-	podName, podUID := single(st.User.Extra[ExtraPodName]), single(st.User.Extra[ExtraPodUID])
-	if podName == "" || podUID == "" {
-		return reviewedUser{}, ErrNotBound
+	u := reviewedUser{username: st.User.Username, namespace: ns, serviceAccount: sa}
+	u.podName, u.podUID = single(st.User.Extra[ExtraPodName]), single(st.User.Extra[ExtraPodUID])
+	if u.podName == "" || u.podUID == "" {
+		return u, ErrNotBound
 	}
-	return reviewedUser{username: st.User.Username, namespace: ns, serviceAccount: sa, podName: podName, podUID: podUID}, nil
+	return u, nil
 }
 
 // livePod GETs the pod and checks it is the one the token is bound to and

@@ -21,7 +21,13 @@ var (
 	custody    *fixture.Custody
 	custodyBin string
 	workDir    string
+	// provider stands in for the Anthropic API behind custody's gateway;
+	// the gateway holds providerKey for it.
+	provider *fixture.ProviderStandIn
+	keysDir  string
 )
+
+const providerKey = "sk-ant-e2e-0000-not-a-real-key"
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -54,6 +60,17 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	provider = fixture.NewProviderStandIn()
+	defer provider.Close()
+	keysDir = filepath.Join(workDir, "provider-keys")
+	if err := os.MkdirAll(keysDir, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := os.WriteFile(filepath.Join(keysDir, "anthropic"), []byte(providerKey), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if custody, err = startCustody(ctx, "main"); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: custody:", err)
 		return 1
@@ -81,6 +98,7 @@ func startCustody(ctx context.Context, name string, args ...string) (*fixture.Cu
 	if err := env.CustodyKubeconfig(ctx, kc, 2*time.Hour); err != nil {
 		return nil, err
 	}
-	all := append([]string{"--kubeconfig=" + kc, "--kubernetes-namespaces=" + fixture.Namespace}, args...)
+	all := append([]string{"--kubeconfig=" + kc, "--kubernetes-namespaces=" + fixture.Namespace,
+		"--gateway-keys-dir=" + keysDir, "--gateway-provider=anthropic=" + provider.URL}, args...)
 	return fixture.StartCustody(ctx, custodyBin, dir, all...)
 }

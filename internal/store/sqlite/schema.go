@@ -17,4 +17,6 @@ var migrations = []string{
 	CREATE INDEX api_keys_agent ON api_keys (tenant, agent, expires_at);`,
 	// 2: memory.
 	memorySchema,
+	// 3: model gateway.
+	gatewaySchema,
 }

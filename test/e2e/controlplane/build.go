@@ -72,8 +72,12 @@ func CacheDir() (string, error) {
 // Build builds every tool that is not already in the cache, writing one
 // progress line per tool (and one every 30 s while a build runs) to
 // progress. The cache directory is keyed by the SHA-256 of tools/go.mod,
-// tools/go.sum and the Go version, so a version bump builds afresh.
+// tools/go.sum and the Go version, so a version bump builds afresh. A nil
+// progress writer discards progress.
 func Build(ctx context.Context, progress io.Writer) (Binaries, error) {
+	if progress == nil {
+		progress = io.Discard
+	}
 	toolsDir, err := ToolsDir()
 	if err != nil {
 		return nil, err

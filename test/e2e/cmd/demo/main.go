@@ -59,16 +59,35 @@ func run(ctx context.Context) int {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}
-	srv, err := fixture.StartCustody(ctx, bin, dir, "--kubeconfig="+kc, "--kubernetes-namespaces="+fixture.Namespace)
+	// The model provider cannot be reached from here: a local stand-in
+	// answers like the real API does to an invalid key. The gateway holds
+	// a demo key for it in a keys directory (a mounted Secret in a cluster).
+	provider := fixture.NewProviderStandIn()
+	defer provider.Close()
+	keysDir := filepath.Join(dir, "provider-keys")
+	if err := os.MkdirAll(keysDir, 0o700); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	if err := os.WriteFile(filepath.Join(keysDir, "anthropic"), []byte(demoProviderKey), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	srv, err := fixture.StartCustody(ctx, bin, dir, "--kubeconfig="+kc, "--kubernetes-namespaces="+fixture.Namespace,
+		"--gateway-keys-dir="+keysDir, "--gateway-provider=anthropic="+provider.URL)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}
 	defer srv.Stop()
-	fmt.Printf("   custody API on %s (log: %s)\n\n", srv.URL, srv.Log)
+	fmt.Printf("   custody API on %s, model gateway on %s (log: %s)\n\n", srv.URL, srv.GatewayURL, srv.Log)
 
 	s := &scenario{env: env, url: srv.URL}
 	s.run(ctx)
+	fmt.Println()
+	fmt.Println("== model gateway: per-execution tokens through sandboxd, revoked at exit")
+	g := &gatewayScenario{scenario: s, env: env, custody: srv, custodyBin: bin, provider: provider, dir: dir}
+	g.run(ctx)
 	fmt.Printf("\n%d passed, %d failed, %d skipped\n", s.passed, s.failed, s.skipped)
 	if s.failed > 0 {
 		fmt.Printf("custody log: see above; last lines:\n%s\n", tail(srv.Log, 3000))

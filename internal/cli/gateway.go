@@ -1,0 +1,32 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentcustody/custody/internal/gateway"
+	"github.com/agentcustody/custody/internal/store/sqlite"
+)
+
+func newGateway(ctx context.Context, cfg ServeConfig, db *sqlite.DB, reg prometheus.Registerer, log *slog.Logger) (*gateway.Gateway, error) {
+	path := cfg.GatewaySigningKey
+	if path == "" {
+		path = filepath.Join(cfg.DataDir, gateway.SigningKeyFile)
+	}
+	key, err := gateway.LoadOrCreateSigningKey(path)
+	if err != nil {
+		return nil, fmt.Errorf("--gateway-signing-key: %w", err)
+	}
+	providers, err := cfg.providers()
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return gateway.New(ctx, gateway.Options{
+		Store: db, Providers: providers, KeysDir: cfg.GatewayKeysDir,
+		SigningKey: key, Log: log, Metrics: reg,
+	})
+}

@@ -1,0 +1,576 @@
+// Package gateway is custody's model-credential gateway: a reverse proxy
+// that holds the real model-provider API keys and admits sandboxes only
+// with short-lived, revocable, per-execution gateway tokens.
+//
+// The data plane ([Gateway.DataHandler], default port 8866) serves
+// /{provider}/... for every configured provider ("anthropic", "openai",
+// "gemini" and any OpenAI-compatible provider with a base URL). An
+// unmodified SDK works when its base URL points at the gateway
+// (http://gw:8866/anthropic) and its API key is the gateway token: the
+// token is taken from "Authorization: Bearer", "x-api-key",
+// "x-goog-api-key" or "api-key" (any letter case) or the "key" query
+// parameter; all of them are stripped, the real key is injected in the
+// provider's own header and the request is proxied with server-sent
+// events streamed unbuffered. Checks run in this order and a refused
+// request never touches the real key:
+//
+//	provider configured              else 404 unknown provider <p>
+//	a token presented (only one)     else 401 missing gateway token
+//	token verifies                   else 401 invalid gateway token: <reason>
+//	provider in the token's scope    else 403 token not valid for provider <p>
+//	token not revoked                else 401 gateway token revoked
+//	model in the token's models      else 403 token not valid for model <m>
+//	gateway holds a key for <p>      else 502 gateway holds no key for provider <p>
+//
+// Refusals are text/plain, one line, from that finite set; reasons are
+// expired, not yet valid, bad signature, malformed, wrong issuer, wrong
+// audience, unexpected algorithm, unknown key id and conflicting tokens.
+// Upstream failures answer 502 "upstream unavailable" or 504 "upstream
+// timeout". No response and no log line ever holds a real key, a token or
+// the upstream URL.
+//
+// The admin plane ([Gateway.AdminHandler]) mints tokens and revokes them;
+// the caller mounts it on a listener sandboxes cannot reach and
+// authenticates it. Revocations are durable in the [Store], kept until the
+// token's own exp (plus leeway and an hour of grace) and checked on every
+// request against an in-memory set that the revoking replica updates at
+// once and other replicas refresh from the store every
+// [Options.PollInterval]. Revoking a token also cuts its requests in
+// flight, streams included.
+//
+// # Format
+//
+// A gateway token is a JWT (RFC 7519) in JWS compact serialization
+// (RFC 7515): three base64url (no padding) segments joined by dots,
+//
+//	base64url(header) "." base64url(claims) "." base64url(signature)
+//
+// The header is
+//
+//	{"alg":"EdDSA","kid":"<kid>","typ":"JWT"}
+//
+// where alg is EdDSA (Ed25519, RFC 8037) by default or HS256 (HMAC-SHA256
+// with a shared secret of at least 32 bytes) for compatibility; no other
+// alg, and never "none", is accepted. For EdDSA, kid is [KeyID] of the
+// signing key's public key (base64url of the first 8 bytes of its SHA-256,
+// 11 characters), so the signing key can be rotated while verifiers hold
+// only public keys. The claims set is, for example,
+//
+//	{"iss":"custody","aud":["custody-gateway"],"exp":1800001800,
+//	 "nbf":1800000000,"iat":1800000000,"jti":"3q1uXnXkQw2cL0m8Zk3f1A",
+//	 "providers":["anthropic"],"models":["claude-sonnet-4-5"],
+//	 "tenant":"agents","agent":"run-1","run_id":"r1"}
+//
+// Times are NumericDates in whole seconds. jti is base64url of 16 random
+// bytes. exp, jti and providers are required; models, tenant, agent and
+// run_id are optional. exp and nbf are checked with a leeway (default
+// 5 s).
+package gateway
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Sentinel errors. Callers test them with errors.Is; [HTTPStatusFor] maps
+// them to status codes. The text of every data-plane refusal is the
+// error's text, which is built only from these sentinels and configured
+// provider or model names, never from a key or a token.
+var (
+	// ErrUnknownProvider: the first path segment names no configured
+	// provider.
+	ErrUnknownProvider = errors.New("unknown provider")
+	// ErrMissingToken: no gateway token in any of the accepted places.
+	ErrMissingToken = errors.New("missing gateway token")
+	// ErrInvalidToken is the parent of every reason a token fails to
+	// verify.
+	ErrInvalidToken     = errors.New("invalid gateway token")
+	ErrTokenExpired     = fmt.Errorf("%w: expired", ErrInvalidToken)
+	ErrTokenNotYetValid = fmt.Errorf("%w: not yet valid", ErrInvalidToken)
+	ErrTokenSignature   = fmt.Errorf("%w: bad signature", ErrInvalidToken)
+	ErrTokenMalformed   = fmt.Errorf("%w: malformed", ErrInvalidToken)
+	ErrTokenIssuer      = fmt.Errorf("%w: wrong issuer", ErrInvalidToken)
+	ErrTokenAudience    = fmt.Errorf("%w: wrong audience", ErrInvalidToken)
+	ErrTokenAlgorithm   = fmt.Errorf("%w: unexpected algorithm", ErrInvalidToken)
+	ErrTokenUnknownKey  = fmt.Errorf("%w: unknown key id", ErrInvalidToken)
+	// ErrTokenConflict: two different tokens in one request.
+	ErrTokenConflict = fmt.Errorf("%w: conflicting tokens", ErrInvalidToken)
+	// ErrForbidden is the parent of the scope refusals.
+	ErrForbidden = errors.New("token not valid")
+	// ErrProviderScope: the provider is not in the token's providers.
+	ErrProviderScope = fmt.Errorf("%w for provider", ErrForbidden)
+	// ErrModelScope: the request's model is not in the token's models.
+	ErrModelScope = fmt.Errorf("%w for model", ErrForbidden)
+	// ErrRevoked: the token was revoked.
+	ErrRevoked = errors.New("gateway token revoked")
+	// ErrNoProviderKey: the key file for the provider is missing or empty.
+	ErrNoProviderKey = errors.New("gateway holds no key for provider")
+	// ErrUpstream: the provider could not be reached or failed mid-way.
+	ErrUpstream = errors.New("upstream unavailable")
+	// ErrUpstreamTimeout: the provider did not answer in time.
+	ErrUpstreamTimeout = errors.New("upstream timeout")
+	// ErrNotFound is what a [Store] returns for a jti it does not hold.
+	ErrNotFound = errors.New("gateway token not found")
+	// ErrBadGrant: a mint request asks for something not allowed.
+	ErrBadGrant = errors.New("bad token grant")
+	// ErrCannotMint: this gateway holds no signing key.
+	ErrCannotMint = errors.New("gateway holds no signing key")
+)
+
+// DefaultDataAddr is the data plane's conventional listen address.
+const DefaultDataAddr = ":8866"
+
+// HTTPStatusFor is the status code the gateway answers for err.
+func HTTPStatusFor(err error) int {
+	switch {
+	case err == nil:
+		return http.StatusOK
+	case errors.Is(err, ErrUnknownProvider), errors.Is(err, ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ErrMissingToken), errors.Is(err, ErrInvalidToken), errors.Is(err, ErrRevoked):
+		return http.StatusUnauthorized
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, ErrNoProviderKey), errors.Is(err, ErrUpstream):
+		return http.StatusBadGateway
+	case errors.Is(err, ErrUpstreamTimeout):
+		return http.StatusGatewayTimeout
+	case errors.Is(err, ErrBadGrant):
+		return http.StatusBadRequest
+	case errors.Is(err, ErrCannotMint):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// refusalFor is the status and one-line text of a data-plane refusal. Only
+// errors built by this package from its sentinels keep their text; any
+// other error becomes "internal error".
+func refusalFor(err error) (int, string) {
+	status := HTTPStatusFor(err)
+	for _, s := range []error{ErrUnknownProvider, ErrMissingToken, ErrInvalidToken, ErrForbidden, ErrRevoked,
+		ErrNoProviderKey, ErrUpstream, ErrUpstreamTimeout} {
+		if errors.Is(err, s) {
+			return status, err.Error()
+		}
+	}
+	return http.StatusInternalServerError, "internal error"
+}
+
+// TokenRecord is what the store keeps for a minted token: never the token
+// itself.
+type TokenRecord struct {
+	JTI       string
+	IssuedAt  time.Time
+	ExpiresAt time.Time
+	Providers []string
+	RunID     string
+	Tenant    string
+	Agent     string
+}
+
+// Revocation is one revoked token.
+type Revocation struct {
+	// Seq is the revocation's position in the store's revocation log:
+	// positive and increasing in commit order, never reused.
+	Seq int64
+	JTI string
+	// RevokedAt is when it was first revoked.
+	RevokedAt time.Time
+	// ExpiresAt is the token's own exp.
+	ExpiresAt time.Time
+}
+
+// Store persists minted-token records and revocations. Implementations
+// must be safe for concurrent use and durable when a write returns.
+//
+// RecordToken stores a minted token's record. RevokeToken revokes a
+// recorded jti and returns its revocation; revoking again returns the
+// first revocation unchanged; a jti not recorded (or already pruned)
+// returns [ErrNotFound]. ListRevocations returns every revocation with
+// Seq > sinceExclusive in ascending Seq; Seq must be assigned in commit
+// order so that a poller holding the largest Seq it has seen misses
+// nothing. PruneExpired deletes token records and revocations whose
+// ExpiresAt is before before and returns how many rows it deleted.
+type Store interface {
+	RecordToken(ctx context.Context, rec TokenRecord) error
+	RevokeToken(ctx context.Context, jti string, at time.Time) (Revocation, error)
+	ListRevocations(ctx context.Context, sinceExclusive int64) ([]Revocation, error)
+	PruneExpired(ctx context.Context, before time.Time) (int64, error)
+}
+
+// Kinds of provider API: how the real key is injected and where the model
+// is found.
+const (
+	// KindAnthropic injects "x-api-key" and keeps "anthropic-version";
+	// the model is the JSON body field "model".
+	KindAnthropic = "anthropic"
+	// KindOpenAI injects "Authorization: Bearer"; the model is the JSON
+	// body field "model". Any OpenAI-compatible API is this kind.
+	KindOpenAI = "openai"
+	// KindGemini injects "x-goog-api-key"; the model is the path segment
+	// models/{model}:....
+	KindGemini = "gemini"
+)
+
+// ProviderConfig says where a provider is and how to talk to it.
+type ProviderConfig struct {
+	// BaseURL is the upstream the path after /{provider} is appended to,
+	// e.g. "https://api.anthropic.com". Required except for the three
+	// built-in providers, whose default is their public API.
+	BaseURL string
+	// Kind is KindAnthropic, KindOpenAI or KindGemini. Defaults to the
+	// built-in provider's kind, or KindOpenAI for other names.
+	Kind string
+}
+
+// DefaultProviders are the built-in providers.
+func DefaultProviders() map[string]ProviderConfig {
+	return map[string]ProviderConfig{
+		"anthropic": {BaseURL: "https://api.anthropic.com", Kind: KindAnthropic},
+		"openai":    {BaseURL: "https://api.openai.com", Kind: KindOpenAI},
+		"gemini":    {BaseURL: "https://generativelanguage.googleapis.com", Kind: KindGemini},
+	}
+}
+
+// providerName is the shape of a provider name (a path segment and a file
+// name in KeysDir).
+var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// Options configure a [Gateway]. The zero value of each field means its
+// default.
+type Options struct {
+	// Store keeps token records and revocations. Required.
+	Store Store
+	// Providers are merged over [DefaultProviders]: an entry replaces the
+	// built-in one of the same name (empty fields keep the built-in
+	// values), other names add OpenAI-compatible (or other Kind)
+	// providers. Names match [a-z0-9][a-z0-9_-]*.
+	Providers map[string]ProviderConfig
+	// KeysDir holds one file per provider, named after it ("anthropic",
+	// "openai", "gemini"), containing its real API key (surrounding
+	// whitespace trimmed), e.g. a mounted Kubernetes Secret. Files are
+	// checked for changes (mtime, size, inode) every PollInterval, so a key
+	// rotates without a restart. Empty means no keys: every request that
+	// passes the token checks is refused with 502.
+	KeysDir string
+	// Issuer is the iss claim minted and required. Default "custody".
+	Issuer string
+	// Audience is the aud claim minted and required. Default
+	// "custody-gateway".
+	Audience string
+	// Leeway is the clock skew allowed on exp and nbf. Default 5 s;
+	// negative is an error.
+	Leeway time.Duration
+	// SigningKey is the Ed25519 key tokens are minted with (see
+	// [LoadOrCreateSigningKey]); its public key is also accepted. This is
+	// the default algorithm.
+	SigningKey ed25519.PrivateKey
+	// VerifyKeys are further Ed25519 public keys whose tokens are accepted,
+	// e.g. the previous signing key during a rotation, or every key on a
+	// replica that only verifies.
+	VerifyKeys []ed25519.PublicKey
+	// HMACSecret, if set, makes HS256 tokens with this secret (at least 32
+	// bytes) acceptable, and is used to mint when SigningKey is nil.
+	HMACSecret []byte
+	// PollInterval is how often the store is polled for revocations made
+	// by other replicas and the key files are checked. Default 1 s.
+	PollInterval time.Duration
+	// VerifyCacheSize bounds the cache of already verified tokens. Default
+	// 100000; negative disables it (every request checks a signature).
+	VerifyCacheSize int
+	// UpstreamProxy chooses an HTTP proxy for upstream requests. Nil (the
+	// default) connects directly, ignoring HTTP_PROXY and friends; pass
+	// http.ProxyFromEnvironment to honour them.
+	UpstreamProxy func(*http.Request) (*url.URL, error)
+	// ResponseHeaderTimeout bounds the wait for an upstream's response
+	// headers (a non-streaming completion may take minutes). Default 10
+	// minutes.
+	ResponseHeaderTimeout time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Log receives one line per mint, revocation and key change, refusals
+	// at Debug and upstream failures at Warn, with jti and provider but
+	// never a key or a token. Default slog.Default().
+	Log *slog.Logger
+	// Metrics, if set, receives the gateway's collectors (labels: provider
+	// from the configured set or "unknown", outcome from a fixed set).
+	Metrics prometheus.Registerer
+}
+
+// provider is a configured provider.
+type provider struct {
+	name string
+	kind string
+	base *url.URL
+}
+
+// Gateway is the model-credential gateway. It is safe for concurrent use.
+// [Gateway.Close] stops its background poller.
+type Gateway struct {
+	store     Store
+	providers map[string]*provider
+	issuer    *Issuer // nil if this gateway cannot mint
+	verifier  *Verifier
+	keys      *keyFiles
+	revoked   *revocationSet
+	inflight  *inflightSet
+	transport *http.Transport
+	proxy     *httputil.ReverseProxy
+	now       func() time.Time
+	leeway    time.Duration
+	poll      time.Duration
+	log       *slog.Logger
+	metrics   *metrics
+
+	cursor int64 // largest revocation Seq applied; owned by the poller
+
+	stop      context.CancelFunc
+	done      chan struct{}
+	closeOnce sync.Once
+}
+
+// New validates opts, loads the provider keys and every unexpired
+// revocation from the store, and starts the background poller.
+func New(ctx context.Context, opts Options) (*Gateway, error) {
+	if opts.Store == nil {
+		return nil, errors.New("gateway: Store is required")
+	}
+	if opts.PollInterval < 0 || opts.ResponseHeaderTimeout < 0 {
+		return nil, errors.New("gateway: negative PollInterval or ResponseHeaderTimeout")
+	}
+	if opts.PollInterval == 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.ResponseHeaderTimeout == 0 {
+		opts.ResponseHeaderTimeout = 10 * time.Minute
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	providers, err := buildProviders(opts.Providers)
+	if err != nil {
+		return nil, err
+	}
+	tc := TokenConfig{Issuer: opts.Issuer, Audience: opts.Audience, Leeway: opts.Leeway, Now: opts.Now, CacheSize: opts.VerifyCacheSize}
+	tc, err = tc.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	pubs := slices.Clone(opts.VerifyKeys)
+	if opts.SigningKey != nil {
+		if len(opts.SigningKey) != ed25519.PrivateKeySize {
+			return nil, errors.New("gateway: invalid Ed25519 SigningKey")
+		}
+		pubs = append(pubs, opts.SigningKey.Public().(ed25519.PublicKey))
+	}
+	verifier, err := NewVerifier(tc, pubs, opts.HMACSecret)
+	if err != nil {
+		return nil, err
+	}
+	var issuer *Issuer
+	if opts.SigningKey != nil || opts.HMACSecret != nil {
+		if issuer, err = NewIssuer(tc, opts.SigningKey, opts.HMACSecret); err != nil {
+			return nil, err
+		}
+	}
+	lg := opts.Log.With("service", "gateway")
+	names := make([]string, 0, len(providers))
+	for n := range providers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	g := &Gateway{
+		store:     opts.Store,
+		providers: providers,
+		issuer:    issuer,
+		verifier:  verifier,
+		keys:      newKeyFiles(opts.KeysDir, names, lg),
+		revoked:   newRevocationSet(),
+		inflight:  newInflightSet(),
+		transport: newTransport(opts.UpstreamProxy, opts.ResponseHeaderTimeout),
+		now:       opts.Now,
+		leeway:    tc.Leeway,
+		poll:      opts.PollInterval,
+		log:       lg,
+		metrics:   newMetrics(names),
+		done:      make(chan struct{}),
+	}
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite:        g.rewrite,
+		Transport:      g.transport,
+		FlushInterval:  -1,
+		ErrorHandler:   g.proxyError,
+		ModifyResponse: g.modifyResponse,
+		ErrorLog:       log.New(proxyLogWriter{g}, "", 0),
+	}
+	g.keys.refresh(ctx)
+	if err := g.pollRevocations(ctx); err != nil {
+		return nil, err
+	}
+	if opts.Metrics != nil {
+		if err := g.metrics.register(opts.Metrics); err != nil {
+			return nil, err
+		}
+	}
+	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	g.stop = stop
+	go g.run(pctx)
+	return g, nil
+}
+
+func buildProviders(in map[string]ProviderConfig) (map[string]*provider, error) {
+	cfgs := DefaultProviders()
+	for name, c := range in {
+		if !providerName.MatchString(name) {
+			return nil, fmt.Errorf("gateway: provider name %q must match %s", name, providerName)
+		}
+		if d, ok := cfgs[name]; ok {
+			if c.BaseURL == "" {
+				c.BaseURL = d.BaseURL
+			}
+			if c.Kind == "" {
+				c.Kind = d.Kind
+			}
+		}
+		if c.Kind == "" {
+			c.Kind = KindOpenAI
+		}
+		cfgs[name] = c
+	}
+	out := make(map[string]*provider, len(cfgs))
+	for name, c := range cfgs {
+		switch c.Kind {
+		case KindAnthropic, KindOpenAI, KindGemini:
+		default:
+			return nil, fmt.Errorf("gateway: provider %s: unknown kind %q", name, c.Kind)
+		}
+		u, err := url.Parse(c.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("gateway: provider %s: BaseURL must be an http(s) URL with a host and no query", name)
+		}
+		out[name] = &provider{name: name, kind: c.Kind, base: u}
+	}
+	return out, nil
+}
+
+// Close stops the background poller and closes idle upstream connections.
+// Requests in flight are not interrupted.
+func (g *Gateway) Close() error {
+	g.closeOnce.Do(func() {
+		g.stop()
+		<-g.done
+		g.transport.CloseIdleConnections()
+	})
+	return nil
+}
+
+// Verifier is the gateway's token verifier.
+func (g *Gateway) Verifier() *Verifier { return g.verifier }
+
+// Issuer is the gateway's token issuer, nil if it holds no signing key.
+func (g *Gateway) Issuer() *Issuer { return g.issuer }
+
+// Minted is a freshly minted, recorded token. Token is the secret: hand it
+// to one process and never log it.
+type Minted struct {
+	Token     string
+	JTI       string
+	ExpiresAt time.Time
+	Claims    *Claims
+}
+
+// Mint checks grant (providers configured, TTL within [1 s, 24 h], zero
+// meaning 30 min), mints a token and records its jti, exp, run_id, tenant
+// and agent in the store. It fails with an error wrapping [ErrBadGrant]
+// or [ErrCannotMint], or with a store error.
+func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
+	if g.issuer == nil {
+		return Minted{}, ErrCannotMint
+	}
+	if len(grant.Providers) == 0 {
+		return Minted{}, fmt.Errorf("%w: providers is required", ErrBadGrant)
+	}
+	var ps []string
+	for _, p := range grant.Providers {
+		if _, ok := g.providers[p]; !ok {
+			return Minted{}, fmt.Errorf("%w: unknown provider %q", ErrBadGrant, p)
+		}
+		if !slices.Contains(ps, p) {
+			ps = append(ps, p)
+		}
+	}
+	grant.Providers = ps
+	for _, m := range grant.Models {
+		if m == "" {
+			return Minted{}, fmt.Errorf("%w: empty model name", ErrBadGrant)
+		}
+	}
+	if grant.TTL < 0 || (grant.TTL != 0 && grant.TTL < time.Second) || grant.TTL > MaxTokenTTL {
+		return Minted{}, fmt.Errorf("%w: ttl must be between 1 s and %v", ErrBadGrant, MaxTokenTTL)
+	}
+	tok, c, err := g.issuer.Mint(grant)
+	if err != nil {
+		return Minted{}, err
+	}
+	rec := TokenRecord{
+		JTI: c.ID, IssuedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time,
+		Providers: c.Providers, RunID: c.RunID, Tenant: c.Tenant, Agent: c.Agent,
+	}
+	if err := g.store.RecordToken(ctx, rec); err != nil {
+		return Minted{}, fmt.Errorf("gateway: record token: %w", err)
+	}
+	g.metrics.minted.Inc()
+	g.log.InfoContext(ctx, "gateway token minted", "jti", c.ID, "providers", c.Providers, "models", c.Models,
+		"run_id", c.RunID, "tenant", c.Tenant, "agent", c.Agent, "expires_at", c.ExpiresAt.Time)
+	return Minted{Token: tok, JTI: c.ID, ExpiresAt: c.ExpiresAt.Time, Claims: c}, nil
+}
+
+// Revoke revokes jti durably, marks it revoked on this replica at once and
+// cancels its requests in flight. Revoking twice succeeds. It returns
+// [ErrNotFound] for a jti never minted here (or pruned).
+func (g *Gateway) Revoke(ctx context.Context, jti string) error {
+	rev, err := g.store.RevokeToken(ctx, jti, g.now().UTC())
+	if err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return ErrNotFound
+		}
+		return fmt.Errorf("gateway: revoke token: %w", err)
+	}
+	cut := g.apply(rev)
+	g.metrics.revoked.Inc()
+	g.log.InfoContext(ctx, "gateway token revoked", "jti", jti, "cancelled_requests", cut)
+	return nil
+}
+
+// apply marks a revocation in the in-memory set and cancels the token's
+// requests in flight; it returns how many it cancelled.
+func (g *Gateway) apply(rev Revocation) int {
+	g.revoked.add(rev.JTI, rev.ExpiresAt.Add(g.leeway))
+	return g.inflight.cancel(rev.JTI)
+}
+
+// proxyLogWriter receives httputil.ReverseProxy's own log lines, whose
+// text may name the upstream, and logs a fixed message instead.
+type proxyLogWriter struct{ g *Gateway }
+
+func (w proxyLogWriter) Write(p []byte) (int, error) {
+	w.g.log.Debug("proxy body copy ended early")
+	return len(p), nil
+}

@@ -1,0 +1,107 @@
+package gateway
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Outcomes of a data-plane request: the fixed label set of
+// custody_gateway_requests_total.
+const (
+	outcomeProxied         = "proxied"
+	outcomeUnknownProvider = "unknown_provider"
+	outcomeMissingToken    = "missing_token"
+	outcomeInvalidToken    = "invalid_token"
+	outcomeForbidden       = "forbidden"
+	outcomeRevoked         = "revoked"
+	outcomeNoKey           = "no_key"
+	outcomeUpstreamError   = "upstream_error"
+	outcomeCancelled       = "cancelled"
+	outcomeNotFound        = "not_found"
+)
+
+// metrics are the gateway's collectors. They always exist; they are
+// registered only when Options.Metrics is set.
+type metrics struct {
+	requests    *prometheus.CounterVec
+	inflight    prometheus.Gauge
+	minted      prometheus.Counter
+	revoked     prometheus.Counter
+	revocations prometheus.Gauge
+
+	// known is the bounded set of provider label values.
+	known map[string]bool
+}
+
+func newMetrics(providers []string) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "custody_gateway_requests_total",
+			Help: "Data-plane requests by provider (configured name or unknown) and outcome.",
+		}, []string{"provider", "outcome"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "custody_gateway_inflight_requests",
+			Help: "Data-plane requests being proxied now.",
+		}),
+		minted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "custody_gateway_tokens_minted_total",
+			Help: "Gateway tokens minted.",
+		}),
+		revoked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "custody_gateway_tokens_revoked_total",
+			Help: "Gateway token revocations made on this replica.",
+		}),
+		revocations: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "custody_gateway_revocations",
+			Help: "Revoked, not yet expired tokens in this replica's in-memory set.",
+		}),
+		known: make(map[string]bool, len(providers)),
+	}
+	for _, p := range providers {
+		m.known[p] = true
+	}
+	return m
+}
+
+// register registers every collector with reg, or none of them.
+func (m *metrics) register(reg prometheus.Registerer) error {
+	cs := []prometheus.Collector{m.requests, m.inflight, m.minted, m.revoked, m.revocations}
+	for i, c := range cs {
+		if err := reg.Register(c); err != nil {
+			for _, done := range cs[:i] {
+				reg.Unregister(done)
+			}
+			return fmt.Errorf("gateway: register metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// request counts one data-plane request.
+func (m *metrics) request(provider, outcome string) {
+	if !m.known[provider] {
+		provider = "unknown"
+	}
+	m.requests.WithLabelValues(provider, outcome).Inc()
+}
+
+// outcomeFor is the outcome label of a refusal.
+func outcomeFor(err error) string {
+	switch {
+	case errors.Is(err, ErrUnknownProvider):
+		return outcomeUnknownProvider
+	case errors.Is(err, ErrMissingToken):
+		return outcomeMissingToken
+	case errors.Is(err, ErrInvalidToken):
+		return outcomeInvalidToken
+	case errors.Is(err, ErrForbidden):
+		return outcomeForbidden
+	case errors.Is(err, ErrRevoked):
+		return outcomeRevoked
+	case errors.Is(err, ErrNoProviderKey):
+		return outcomeNoKey
+	}
+	return outcomeUpstreamError
+}

@@ -1,0 +1,532 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// newTransport is the one upstream transport a gateway shares across all
+// providers and requests. http.DefaultTransport keeps only 2 idle
+// connections per host, which under load means a new TLS handshake for
+// most requests.
+func newTransport(proxy func(*http.Request) (*url.URL, error), responseHeaderTimeout time.Duration) *http.Transport {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                 proxy, // nil: never from the environment unless configured
+		DialContext:           d.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1024,
+		MaxIdleConnsPerHost:   256,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+		ResponseHeaderTimeout: responseHeaderTimeout,
+		// Pass bodies through as the upstream sent them; the client asked
+		// for its own encoding.
+		DisableCompression: true,
+	}
+}
+
+// credentialHeaders are the request headers that carry an API key in some
+// SDK. All are stripped before proxying; a gateway token is read from each
+// (from Authorization only in the Bearer scheme).
+var credentialHeaders = [...]string{"Authorization", "X-Api-Key", "X-Goog-Api-Key", "Api-Key"}
+
+// credentialIndex is the index of header name k in credentialHeaders,
+// ignoring letter case, or -1.
+func credentialIndex(k string) int {
+	for i, h := range credentialHeaders {
+		if len(k) == len(h) && strings.EqualFold(k, h) {
+			return i
+		}
+	}
+	return -1
+}
+
+// queryKeyParam is the query parameter some Gemini clients put the key in.
+const queryKeyParam = "key"
+
+// extractToken returns the one gateway token in h and the raw query. It
+// fails with [ErrMissingToken] if there is none and [ErrTokenConflict] if
+// there are two different ones; the same token in several places is
+// fine.
+func extractToken(h http.Header, rawQuery string) (string, error) {
+	var tok string
+	var conflict bool
+	add := func(v string) {
+		v = strings.TrimSpace(v)
+		switch {
+		case v == "":
+		case tok == "":
+			tok = v
+		case tok != v:
+			conflict = true
+		}
+	}
+	for k, vs := range h {
+		i := credentialIndex(k)
+		if i < 0 {
+			continue
+		}
+		for _, v := range vs {
+			if i == 0 {
+				scheme, cred, ok := strings.Cut(strings.TrimSpace(v), " ")
+				if !ok || !strings.EqualFold(scheme, "Bearer") {
+					continue
+				}
+				v = cred
+			}
+			add(v)
+		}
+	}
+	if strings.Contains(rawQuery, queryKeyParam) {
+		q, _ := url.ParseQuery(rawQuery) // keeps the pairs it could parse
+		for _, v := range q[queryKeyParam] {
+			add(v)
+		}
+	}
+	switch {
+	case conflict:
+		return "", ErrTokenConflict
+	case tok == "":
+		return "", ErrMissingToken
+	}
+	return tok, nil
+}
+
+// splitProvider splits "/{provider}/rest" into provider and "/rest".
+func splitProvider(path string) (name, rest string) {
+	p := strings.TrimPrefix(path, "/")
+	if i := strings.IndexByte(p, '/'); i >= 0 {
+		return p[:i], p[i:]
+	}
+	return p, ""
+}
+
+// hasDotSegment reports whether p has a "." or ".." segment.
+func hasDotSegment(p string) bool {
+	for seg := range strings.SplitSeq(p, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
+}
+
+// requestPath splits the request path into the provider name and the
+// path to forward (with its escaped form when that is not the default
+// one). Dot segments are resolved first, as a server would, so that
+// what the checks see (the provider, a Gemini model segment) is what the
+// upstream serves.
+func requestPath(u *url.URL) (name, rest, rawRest string) {
+	p := u.Path
+	if hasDotSegment(p) {
+		trailing := strings.HasSuffix(p, "/")
+		p = path.Clean("/" + p)
+		if trailing && p != "/" {
+			p += "/"
+		}
+		name, rest = splitProvider(p)
+		return name, rest, "" // the escaped form no longer matches
+	}
+	name, rest = splitProvider(p)
+	if u.RawPath != "" {
+		if _, rr := splitProvider(u.RawPath); rr != "" {
+			if un, err := url.PathUnescape(rr); err == nil && un == rest {
+				rawRest = rr
+			}
+		}
+	}
+	return name, rest, rawRest
+}
+
+// shownName is a provider name safe to echo in a refusal.
+func shownName(name string) string {
+	if providerName.MatchString(name) {
+		return name
+	}
+	s := url.PathEscape(name)
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	return s
+}
+
+// modelName is the shape of a model name echoed as is in a refusal.
+var modelName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:@/+-]{0,127}$`)
+
+// shownModel is a requested model name safe to echo in a one-line
+// refusal: "(none)" when there is none, escaped and truncated when it is
+// not shaped like a model name.
+func shownModel(m string) string {
+	switch {
+	case m == "":
+		return "(none)"
+	case modelName.MatchString(m):
+		return m
+	}
+	s := url.PathEscape(m)
+	if len(s) > 128 {
+		s = s[:128]
+	}
+	return s
+}
+
+// adminPrefix is the admin plane's path prefix, never served on the data
+// port.
+const adminPrefix = "/v1/gateway"
+
+// proxyState is what the handler hands the proxy callbacks for one
+// request, in the request context.
+type proxyState struct {
+	provider *provider
+	key      string
+	jti      string
+	rest     string // path after /{provider}, dot segments resolved
+	rawRest  string // its escaped form, if it differs from the default
+	outcome  string
+}
+
+type stateKey struct{}
+
+func stateFrom(ctx context.Context) *proxyState {
+	st, _ := ctx.Value(stateKey{}).(*proxyState)
+	return st
+}
+
+// DataHandler serves the data plane: /{provider}/... proxied to the
+// provider with the real key, after the checks listed in the package
+// documentation. Every path under /v1/gateway/ answers 404.
+func (g *Gateway) DataHandler() http.Handler { return http.HandlerFunc(g.serveData) }
+
+func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == adminPrefix || strings.HasPrefix(r.URL.Path, adminPrefix+"/") {
+		g.metrics.request("", outcomeNotFound)
+		http.NotFound(w, r)
+		return
+	}
+	name, rest, rawRest := requestPath(r.URL)
+	p := g.providers[name]
+	if p == nil {
+		err := ErrUnknownProvider
+		if name != "" {
+			err = fmt.Errorf("%w %s", ErrUnknownProvider, shownName(name))
+		}
+		g.refuse(w, r, "", "", err)
+		return
+	}
+	tok, err := extractToken(r.Header, r.URL.RawQuery)
+	if err != nil {
+		g.refuse(w, r, name, "", err)
+		return
+	}
+	claims, err := g.verifier.Verify(tok)
+	if err != nil {
+		g.refuse(w, r, name, "", err)
+		return
+	}
+	jti := claims.ID
+	if !claims.AllowsProvider(name) {
+		g.refuse(w, r, name, jti, fmt.Errorf("%w %s", ErrProviderScope, name))
+		return
+	}
+	// Register before checking the revocation set: a revocation either
+	// is in the set already or finds this request to cancel.
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	e := g.inflight.add(jti, cancel)
+	defer g.inflight.remove(jti, e)
+	if g.revoked.has(jti) {
+		g.refuse(w, r, name, jti, ErrRevoked)
+		return
+	}
+	if len(claims.Models) > 0 {
+		if m := requestModel(p, r, rest); !claims.AllowsModel(m) {
+			g.refuse(w, r, name, jti, fmt.Errorf("%w %s", ErrModelScope, shownModel(m)))
+			return
+		}
+	}
+	key := g.keys.get(name)
+	if key == "" {
+		g.refuse(w, r, name, jti, fmt.Errorf("%w %s", ErrNoProviderKey, name))
+		return
+	}
+	// Upgrade (websocket, h2c) is never forwarded: drop it here so that
+	// the proxy does not re-add it after removing hop-by-hop headers.
+	if _, ok := r.Header["Upgrade"]; ok {
+		r.Header = r.Header.Clone()
+		r.Header.Del("Upgrade")
+	}
+	st := &proxyState{provider: p, key: key, jti: jti, rest: rest, rawRest: rawRest, outcome: outcomeProxied}
+	g.metrics.inflight.Inc()
+	defer func() {
+		g.metrics.inflight.Dec()
+		if errors.Is(context.Cause(ctx), ErrRevoked) {
+			st.outcome = outcomeRevoked
+		}
+		g.metrics.request(name, st.outcome)
+	}()
+	g.proxy.ServeHTTP(w, r.WithContext(context.WithValue(ctx, stateKey{}, st)))
+}
+
+// refuse answers a refused request with its plain-text refusal.
+func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, provider, jti string, err error) {
+	status, text := refusalFor(err)
+	g.metrics.request(provider, outcomeFor(err))
+	if provider == "" {
+		provider = "unknown"
+	}
+	g.log.DebugContext(r.Context(), "gateway request refused", "provider", provider, "jti", jti, "status", status, "reason", text)
+	writeText(w, status, text)
+}
+
+// writeText writes a one-line plain-text response.
+func writeText(w http.ResponseWriter, status int, text string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	h.Del("Content-Length")
+	if status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="custody-gateway"`)
+	}
+	w.WriteHeader(status)
+	io.WriteString(w, text+"\n")
+}
+
+// maxModelBody bounds the request body read to find the model when a
+// token has a models allow-list.
+const maxModelBody = 64 << 20
+
+// requestModel is the model a request is for: the path segment
+// models/{model}[:method] for gemini, the JSON body field "model"
+// otherwise (the body is read and put back), or "" if it cannot be
+// determined.
+func requestModel(p *provider, r *http.Request, rest string) string {
+	if p.kind == KindGemini {
+		const seg = "/models/"
+		i := strings.Index(rest, seg)
+		if i < 0 || strings.Count(rest, seg) != 1 {
+			return ""
+		}
+		m := rest[i+len(seg):]
+		if j := strings.IndexByte(m, '/'); j >= 0 {
+			m = m[:j]
+		}
+		m, _, _ = strings.Cut(m, ":")
+		return m
+	}
+	if r.Body == nil || r.Body == http.NoBody {
+		return ""
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxModelBody+1))
+	r.Body.Close()
+	r.Body = io.NopCloser(bytes.NewReader(b))
+	r.ContentLength = int64(len(b))
+	if err != nil || len(b) > maxModelBody {
+		r.Body = http.NoBody
+		r.ContentLength = 0
+		return ""
+	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return ""
+	}
+	return bodyModel(b)
+}
+
+// bodyModel is the string value of the top-level "model" member of the
+// JSON object b, or "" if b is not one JSON object or the model is
+// ambiguous: more than one member whose name equals "model" ignoring
+// case, since parsers differ on which of them wins (encoding/json takes
+// the last case-insensitive match, others the first exact one).
+func bodyModel(b []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	model, found := "", false
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		key, _ := t.(string)
+		if strings.EqualFold(key, "model") {
+			if found || key != "model" || dec.Decode(&model) != nil {
+				return ""
+			}
+			found = true
+			continue
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return ""
+		}
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return ""
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return ""
+	}
+	return model
+}
+
+// rewrite builds the upstream request. It runs after the proxy removed
+// the hop-by-hop headers, so a client's "Connection: x-api-key" cannot
+// remove the key injected here.
+func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
+	st := stateFrom(pr.In.Context())
+	out := pr.Out
+	for k := range out.Header {
+		if credentialIndex(k) >= 0 || strings.EqualFold(k, "Proxy-Authorization") ||
+			strings.EqualFold(k, "Upgrade") || strings.EqualFold(k, "Connection") {
+			delete(out.Header, k)
+		}
+	}
+	out.URL.Path, out.URL.RawPath = st.rest, st.rawRest
+	if q := out.URL.RawQuery; strings.Contains(q, queryKeyParam) {
+		v, err := url.ParseQuery(q)
+		if _, ok := v[queryKeyParam]; ok || err != nil {
+			v.Del(queryKeyParam)
+			out.URL.RawQuery = v.Encode()
+		}
+	}
+	pr.SetURL(st.provider.base)
+	switch st.provider.kind {
+	case KindAnthropic:
+		out.Header["X-Api-Key"] = []string{st.key}
+	case KindOpenAI:
+		out.Header["Authorization"] = []string{"Bearer " + st.key}
+	case KindGemini:
+		out.Header["X-Goog-Api-Key"] = []string{st.key}
+	}
+}
+
+// maxScrubBody bounds the upstream error body searched for the real key.
+const maxScrubBody = 64 << 10
+
+// redacted replaces the real key wherever an upstream echoes it.
+const redacted = "[redacted]"
+
+// modifyResponse drops any upstream response header that contains the
+// real key and redacts it from error bodies (up to 64 KiB, uncompressed),
+// in case an upstream echoes the credential it was sent.
+func (g *Gateway) modifyResponse(res *http.Response) error {
+	st := stateFrom(res.Request.Context())
+	if st == nil || st.key == "" {
+		return nil
+	}
+	for k, vs := range res.Header {
+		for _, v := range vs {
+			if strings.Contains(v, st.key) {
+				delete(res.Header, k)
+				break
+			}
+		}
+	}
+	if res.StatusCode < 400 || res.ContentLength > maxScrubBody || res.Body == nil || res.Body == http.NoBody {
+		return nil
+	}
+	if ce := res.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return nil
+	}
+	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		return nil
+	}
+	b, err := io.ReadAll(io.LimitReader(res.Body, maxScrubBody+1))
+	if err != nil {
+		return err
+	}
+	if len(b) > maxScrubBody {
+		// Too long to hold: pass it on unscrubbed after the prefix.
+		res.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), res.Body), res.Body}
+		return nil
+	}
+	res.Body.Close()
+	if bytes.Contains(b, []byte(st.key)) {
+		b = bytes.ReplaceAll(b, []byte(st.key), []byte(redacted))
+	}
+	res.Body = io.NopCloser(bytes.NewReader(b))
+	res.ContentLength = int64(len(b))
+	res.Header.Set("Content-Length", strconv.Itoa(len(b)))
+	res.TransferEncoding = nil
+	return nil
+}
+
+// proxyError answers a request whose upstream round trip failed, with
+// fixed text that never holds the upstream URL or the error's text.
+func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	ctx := r.Context()
+	st := stateFrom(ctx)
+	provider, jti := "unknown", ""
+	if st != nil {
+		provider, jti = st.provider.name, st.jti
+	}
+	var out error
+	outcome := outcomeUpstreamError
+	switch {
+	case errors.Is(context.Cause(ctx), ErrRevoked):
+		out, outcome = ErrRevoked, outcomeRevoked
+	case ctx.Err() != nil:
+		out, outcome = ErrUpstream, outcomeCancelled
+	case errorCategory(err) == "timeout":
+		out = ErrUpstreamTimeout
+	default:
+		out = ErrUpstream
+	}
+	if st != nil {
+		st.outcome = outcome
+	}
+	if outcome == outcomeUpstreamError {
+		g.log.WarnContext(ctx, "upstream request failed", "provider", provider, "jti", jti, "category", errorCategory(err))
+	} else {
+		g.log.DebugContext(ctx, "upstream request ended", "provider", provider, "jti", jti, "outcome", outcome)
+	}
+	status, text := refusalFor(out)
+	writeText(w, status, text)
+}
+
+// errorCategory is a bounded, secret-free description of an upstream
+// error, for logs.
+func errorCategory(err error) string {
+	var (
+		ne   net.Error
+		dns  *net.DNSError
+		op   *net.OpError
+		cert *tls.CertificateVerificationError
+		rec  tls.RecordHeaderError
+	)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.As(err, &dns):
+		return "dns"
+	case errors.As(err, &cert), errors.As(err, &rec):
+		return "tls"
+	case errors.As(err, &op) && op.Op == "dial":
+		return "dial"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "closed"
+	}
+	return "other"
+}

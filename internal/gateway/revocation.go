@@ -1,0 +1,172 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// pruneEvery is how often expired revocations are dropped from memory and
+// the store.
+const pruneEvery = time.Minute
+
+// pruneGrace is how long past a token's exp + leeway its record and
+// revocation stay in the store, so that revoking a token that has just
+// expired (a runner whose command outlived the TTL) still answers 204.
+const pruneGrace = time.Hour
+
+// revocationSet is the in-memory set of revoked jtis, each kept until the
+// time after which its token can no longer verify. Lookups are O(1).
+type revocationSet struct {
+	mu sync.RWMutex
+	m  map[string]time.Time
+}
+
+func newRevocationSet() *revocationSet { return &revocationSet{m: make(map[string]time.Time)} }
+
+func (s *revocationSet) add(jti string, until time.Time) {
+	s.mu.Lock()
+	s.m[jti] = until
+	s.mu.Unlock()
+}
+
+func (s *revocationSet) has(jti string) bool {
+	s.mu.RLock()
+	_, ok := s.m[jti]
+	s.mu.RUnlock()
+	return ok
+}
+
+func (s *revocationSet) len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.m)
+}
+
+// prune drops entries whose token can no longer verify at now.
+func (s *revocationSet) prune(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for jti, until := range s.m {
+		if now.After(until) {
+			delete(s.m, jti)
+		}
+	}
+}
+
+// inflightSet tracks the requests in flight per jti with the functions
+// that cancel them.
+type inflightSet struct {
+	mu sync.Mutex
+	m  map[string]map[*inflight]struct{}
+}
+
+type inflight struct {
+	cancel context.CancelCauseFunc
+}
+
+func newInflightSet() *inflightSet { return &inflightSet{m: make(map[string]map[*inflight]struct{})} }
+
+// add registers a request of jti; the returned entry must be removed.
+func (s *inflightSet) add(jti string, cancel context.CancelCauseFunc) *inflight {
+	e := &inflight{cancel: cancel}
+	s.mu.Lock()
+	set := s.m[jti]
+	if set == nil {
+		set = make(map[*inflight]struct{}, 1)
+		s.m[jti] = set
+	}
+	set[e] = struct{}{}
+	s.mu.Unlock()
+	return e
+}
+
+func (s *inflightSet) remove(jti string, e *inflight) {
+	s.mu.Lock()
+	if set := s.m[jti]; set != nil {
+		delete(set, e)
+		if len(set) == 0 {
+			delete(s.m, jti)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// cancel cancels every request of jti in flight with cause ErrRevoked and
+// returns how many.
+func (s *inflightSet) cancel(jti string) int {
+	s.mu.Lock()
+	set := s.m[jti]
+	delete(s.m, jti)
+	s.mu.Unlock()
+	for e := range set {
+		e.cancel(ErrRevoked)
+	}
+	return len(set)
+}
+
+// run is the background poller: revocations from other replicas and key
+// file changes every poll interval, pruning every minute.
+func (g *Gateway) run(ctx context.Context) {
+	defer close(g.done)
+	t := time.NewTicker(g.poll)
+	defer t.Stop()
+	nextPrune := g.now().Add(pruneEvery)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := g.pollRevocations(ctx); err != nil && ctx.Err() == nil {
+			g.log.WarnContext(ctx, "revocation poll failed", "err", err)
+		}
+		g.keys.refresh(ctx)
+		if now := g.now(); now.After(nextPrune) {
+			nextPrune = now.Add(pruneEvery)
+			g.prune(ctx, now)
+		}
+	}
+}
+
+// pollRevocations applies the revocations committed since the last poll.
+func (g *Gateway) pollRevocations(ctx context.Context) error {
+	revs, err := g.store.ListRevocations(ctx, g.cursor)
+	if err != nil {
+		return fmt.Errorf("gateway: list revocations: %w", err)
+	}
+	now := g.now()
+	for _, rev := range revs {
+		if rev.Seq > g.cursor {
+			g.cursor = rev.Seq
+		}
+		if now.After(rev.ExpiresAt.Add(g.leeway)) {
+			continue
+		}
+		if !g.revoked.has(rev.JTI) {
+			if n := g.apply(rev); n > 0 {
+				g.log.InfoContext(ctx, "revoked token's requests cancelled", "jti", rev.JTI, "cancelled_requests", n)
+			}
+		}
+	}
+	g.metrics.revocations.Set(float64(g.revoked.len()))
+	return nil
+}
+
+// prune drops revocations that can no longer matter from memory and, after
+// a grace period, from the store.
+func (g *Gateway) prune(ctx context.Context, now time.Time) {
+	g.revoked.prune(now)
+	g.metrics.revocations.Set(float64(g.revoked.len()))
+	n, err := g.store.PruneExpired(ctx, now.Add(-g.leeway-pruneGrace))
+	if err != nil {
+		if ctx.Err() == nil {
+			g.log.WarnContext(ctx, "pruning expired gateway tokens failed", "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		g.log.DebugContext(ctx, "pruned expired gateway tokens", "rows", n)
+	}
+}

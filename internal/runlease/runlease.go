@@ -1,0 +1,454 @@
+// Package runlease runs one command in a sandbox under a gateway token that
+// lives exactly as long as the command: the per-execution token lifecycle
+// behind `custody exec`.
+//
+// # Lifecycle
+//
+// [Run] does, in order:
+//
+//  1. Mint a gateway token from the gateway's admin API ([Minter]), scoped
+//     to the run's providers, with a TTL (default 30 minutes) that bounds
+//     the damage should revocation fail.
+//  2. Start the command through sandboxd's ProcessService.Start with the
+//     token and each provider's base URL ONLY in ProcessConfig.env_vars
+//     (see [EnvVars]). The token is never put in the command's argv, in
+//     this process's environment, or in a log line; [Token]'s String and
+//     LogValue leave it out.
+//  3. Copy the process's stdout and stderr events to Options.Stdout and
+//     Options.Stderr as they arrive, close the process's stdin (the runner
+//     does not forward its own), and forward signals from Options.Signals
+//     through ProcessService.SendSignal.
+//  4. At the process's ExitEvent — or on any other way out: a cancelled
+//     context, a broken sandboxd stream, an error — revoke the token
+//     ([Revoker]) in a deferred call under a context detached from the
+//     run's (context.WithoutCancel) with its own timeout (default 10 s).
+//
+// A failed revocation is never swallowed: it is logged at Error level and
+// returned as a [*RevokeError] (joined with any other error), which names
+// the jti and says the token stays valid until its expiry.
+//
+// # Cancellation
+//
+// Cancelling the context passed to Run does not abandon the process at
+// once: Run sends it SIGTERM, waits Options.KillGrace (default 10 s) for
+// its ExitEvent, sends SIGKILL, waits KillGrace again, and only then drops
+// the stream (which makes sandboxd kill the process). The token is revoked
+// in every case.
+//
+// Only an uncatchable end of the runner itself (SIGKILL, a crash, a lost
+// machine) skips the revocation; the token's TTL bounds it then.
+package runlease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+	processv1 "sigs.k8s.io/agent-sandbox/packages/sandboxd/spec/process/v1"
+)
+
+// Provider says how a model provider's SDKs find their key and endpoint.
+type Provider struct {
+	// Name is the provider's name in the gateway's paths and in a token's
+	// scope, e.g. "anthropic".
+	Name string
+	// KeyVar is the environment variable the provider's SDKs read their
+	// API key from; it receives the gateway token.
+	KeyVar string
+	// BaseURLVar is the environment variable that points the SDKs at
+	// another endpoint; it receives GatewayURL + Path.
+	BaseURLVar string
+	// Path is the gateway's route prefix for the provider.
+	Path string
+}
+
+// Providers are the providers the runner knows, by name.
+var Providers = map[string]Provider{
+	"anthropic": {Name: "anthropic", KeyVar: "ANTHROPIC_API_KEY", BaseURLVar: "ANTHROPIC_BASE_URL", Path: "/anthropic"},
+	"openai":    {Name: "openai", KeyVar: "OPENAI_API_KEY", BaseURLVar: "OPENAI_BASE_URL", Path: "/openai/v1"},
+	"gemini":    {Name: "gemini", KeyVar: "GEMINI_API_KEY", BaseURLVar: "GOOGLE_GEMINI_BASE_URL", Path: "/gemini"},
+}
+
+// ProviderNames lists [Providers] in sorted order.
+func ProviderNames() []string {
+	names := make([]string, 0, len(Providers))
+	for n := range Providers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// ErrUnknownProvider is returned for a provider not in [Providers].
+var ErrUnknownProvider = errors.New("unknown provider")
+
+// EnvVars returns the variables that hand token to a process for each
+// provider: its key variable and its base-URL variable. For "anthropic"
+// and gateway "http://gw:8866" they are
+//
+//	ANTHROPIC_API_KEY=<token>
+//	ANTHROPIC_BASE_URL=http://gw:8866/anthropic
+func EnvVars(providers []string, gatewayURL, token string) (map[string]string, error) {
+	gw := strings.TrimRight(gatewayURL, "/")
+	env := make(map[string]string, 2*len(providers))
+	for _, name := range providers {
+		p, ok := Providers[name]
+		if !ok {
+			return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownProvider, name, strings.Join(ProviderNames(), ", "))
+		}
+		env[p.KeyVar] = token
+		env[p.BaseURLVar] = gw + p.Path
+	}
+	return env, nil
+}
+
+// Options configure one [Run]. The zero value of each optional field means
+// its default.
+type Options struct {
+	// Admin mints and revokes the token. Required.
+	Admin Admin
+	// Process is sandboxd's ProcessService. Required.
+	Process processv1.ProcessServiceClient
+	// Providers the token is valid for; each gets its variables (see
+	// [EnvVars]). Required, each one of [Providers].
+	Providers []string
+	// GatewayURL is the gateway's data listener as the sandbox reaches it,
+	// e.g. "http://custody-gateway.custody:8866". Required.
+	GatewayURL string
+	// Command is the argv of the process. Required.
+	Command []string
+	// Cwd is the process's working directory inside the sandbox root.
+	// Default: sandboxd's root directory.
+	Cwd string
+	// TTL is the token's lifetime, whole seconds. Default 30 minutes.
+	// Revocation ends the token earlier; the TTL bounds it should
+	// revocation fail.
+	TTL time.Duration
+	// RunID, Tenant and Agent are recorded with the token. RunID defaults
+	// to a random "run_" + 24 hex digits.
+	RunID, Tenant, Agent string
+	// Stdout and Stderr receive the process's output as it arrives.
+	// Default io.Discard.
+	Stdout, Stderr io.Writer
+	// Signals, if set, are forwarded to the process: SIGINT, SIGTERM and
+	// SIGKILL; others are ignored. Signals that arrive before sandboxd
+	// reports the process started are sent once it does.
+	Signals <-chan os.Signal
+	// KillGrace is how long Run waits for the process to exit after a
+	// cancelled context made it send SIGTERM, and again after SIGKILL.
+	// Default 10 s.
+	KillGrace time.Duration
+	// RevokeTimeout bounds the revocation, which runs under a context
+	// detached from the run's. Default 10 s.
+	RevokeTimeout time.Duration
+	// SignalTimeout bounds each SendSignal and WriteStdin call. Default
+	// 5 s.
+	SignalTimeout time.Duration
+	// Log receives one line per mint, start, exit and revocation, with
+	// the jti but never the token. Default slog.Default().
+	Log *slog.Logger
+}
+
+// RevokeError is a failed revocation: the token stays valid until
+// ExpiresAt.
+type RevokeError struct {
+	JTI       string
+	ExpiresAt time.Time
+	// ExitCode is the process's exit code, or -1 if none was reported.
+	ExitCode int
+	Err      error
+}
+
+func (e *RevokeError) Error() string {
+	return fmt.Sprintf("REVOKE FAILED for gateway token jti %s: %v; the token stays valid until its expiry at %s (process exit code %d)",
+		e.JTI, e.Err, e.ExpiresAt.UTC().Format(time.RFC3339), e.ExitCode)
+}
+
+func (e *RevokeError) Unwrap() error { return e.Err }
+
+// ErrNoExitEvent is wrapped by the error Run returns when the sandboxd
+// stream ended or broke after the process started but before its
+// ExitEvent: whether the process still runs is unknown.
+var ErrNoExitEvent = errors.New("sandboxd stream ended without an ExitEvent")
+
+func (o *Options) validate() error {
+	switch {
+	case o.Admin == nil:
+		return errors.New("runlease: Admin is required")
+	case o.Process == nil:
+		return errors.New("runlease: Process is required")
+	case len(o.Providers) == 0:
+		return errors.New("runlease: at least one provider is required")
+	case o.GatewayURL == "":
+		return errors.New("runlease: GatewayURL is required")
+	case len(o.Command) == 0:
+		return errors.New("runlease: Command is required")
+	case o.TTL < 0 || o.TTL%time.Second != 0:
+		return fmt.Errorf("runlease: TTL %v is not a positive whole number of seconds", o.TTL)
+	case o.KillGrace < 0, o.RevokeTimeout < 0, o.SignalTimeout < 0:
+		return errors.New("runlease: negative timeout")
+	}
+	if _, err := EnvVars(o.Providers, o.GatewayURL, ""); err != nil {
+		return fmt.Errorf("runlease: %w", err)
+	}
+	if o.TTL == 0 {
+		o.TTL = 30 * time.Minute
+	}
+	if o.KillGrace == 0 {
+		o.KillGrace = 10 * time.Second
+	}
+	if o.RevokeTimeout == 0 {
+		o.RevokeTimeout = 10 * time.Second
+	}
+	if o.SignalTimeout == 0 {
+		o.SignalTimeout = 5 * time.Second
+	}
+	if o.RunID == "" {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		o.RunID = "run_" + hex.EncodeToString(b[:])
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
+	}
+	if o.Log == nil {
+		o.Log = slog.Default()
+	}
+	return nil
+}
+
+// Run mints a token, runs opts.Command through sandboxd with it, and
+// revokes it (see the package documentation).
+//
+// exitCode is the process's exit code from its ExitEvent (sandboxd reports
+// -1 for a process killed by a signal), or -1 if there was none. err is
+// nil only if the process ran to its ExitEvent, the context was not
+// cancelled, all output was written and the token was revoked; a failed
+// revocation is a [*RevokeError] in err, whatever the exit code. A mint
+// failure never starts the process.
+func Run(ctx context.Context, opts Options) (exitCode int, err error) {
+	if err := opts.validate(); err != nil {
+		return -1, err
+	}
+	log := opts.Log.With("run_id", opts.RunID)
+	tok, err := opts.Admin.Mint(ctx, MintRequest{
+		Providers:  opts.Providers,
+		TTLSeconds: int64(opts.TTL / time.Second),
+		RunID:      opts.RunID,
+		Tenant:     opts.Tenant,
+		Agent:      opts.Agent,
+	})
+	if err != nil {
+		return -1, fmt.Errorf("runlease: mint gateway token (process not started): %w", err)
+	}
+	log = log.With("jti", tok.JTI)
+	log.InfoContext(ctx, "gateway token minted", "expires_at", tok.ExpiresAt, "providers", tok.Providers)
+
+	exitCode = -1
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.RevokeTimeout)
+		defer cancel()
+		if rerr := opts.Admin.Revoke(rctx, tok.JTI); rerr != nil {
+			re := &RevokeError{JTI: tok.JTI, ExpiresAt: tok.ExpiresAt, ExitCode: exitCode, Err: rerr}
+			log.ErrorContext(rctx, "gateway token NOT revoked; it stays valid until its expiry",
+				"expires_at", tok.ExpiresAt, "error", rerr)
+			err = errors.Join(err, re)
+			return
+		}
+		log.InfoContext(rctx, "gateway token revoked")
+	}()
+
+	env, err := EnvVars(opts.Providers, opts.GatewayURL, tok.Token)
+	if err != nil {
+		return -1, fmt.Errorf("runlease: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return -1, fmt.Errorf("runlease: cancelled before the process started: %w", err)
+	}
+	return runProcess(ctx, &opts, log, env)
+}
+
+// runProcess starts the process and follows it to its ExitEvent.
+func runProcess(ctx context.Context, o *Options, log *slog.Logger, env map[string]string) (int, error) {
+	// The stream is not bound to ctx: dropping it makes sandboxd SIGKILL
+	// the process at once, and we want SIGTERM and an ExitEvent first.
+	streamCtx, dropStream := context.WithCancel(context.WithoutCancel(ctx))
+	defer dropStream()
+	cfg := &processv1.ProcessConfig{Command: o.Command, EnvVars: env}
+	if o.Cwd != "" {
+		cfg.Cwd = &o.Cwd
+	}
+	stream, err := o.Process.Start(streamCtx, &processv1.StartRequest{Config: cfg})
+	if err != nil {
+		return -1, fmt.Errorf("runlease: sandboxd start: %w", err)
+	}
+
+	type outcome struct {
+		code   int32
+		exited bool
+		err    error
+	}
+	pidc := make(chan int32, 1)
+	done := make(chan outcome, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	// Receive events; output is written here, in arrival order.
+	wg.Go(func() {
+		var werr error
+		write := func(w io.Writer, b []byte, name string) {
+			if _, err := w.Write(b); err != nil && werr == nil {
+				werr = fmt.Errorf("runlease: write process %s: %w", name, err)
+			}
+		}
+		started := false
+		for {
+			ev, err := stream.Recv()
+			if err != nil {
+				switch {
+				case !started:
+					// sandboxd refuses a command it cannot start (for
+					// example NotFound) on the stream, before any InitEvent.
+					err = fmt.Errorf("runlease: sandboxd did not start the process: %w", err)
+				case errors.Is(err, io.EOF):
+					err = fmt.Errorf("runlease: %w", ErrNoExitEvent)
+				default:
+					err = fmt.Errorf("runlease: %w: %w", ErrNoExitEvent, err)
+				}
+				done <- outcome{err: errors.Join(err, werr)}
+				return
+			}
+			switch e := ev.GetEvent().(type) {
+			case *processv1.StartResponse_Init:
+				started = true
+				select {
+				case pidc <- e.Init.GetProcessId():
+				default:
+				}
+			case *processv1.StartResponse_Stdout:
+				write(o.Stdout, e.Stdout, "stdout")
+			case *processv1.StartResponse_Stderr:
+				write(o.Stderr, e.Stderr, "stderr")
+			case *processv1.StartResponse_Exit:
+				done <- outcome{code: e.Exit.GetExitCode(), exited: true, err: werr}
+				return
+			}
+		}
+	})
+
+	var (
+		pid       int32 // 0 until the InitEvent
+		pending   []processv1.Signal
+		ctxDone   = ctx.Done()
+		signals   = o.Signals
+		escalate  <-chan time.Time
+		killed    bool
+		cancelled bool
+	)
+	send := func(sig processv1.Signal) {
+		if pid == 0 {
+			pending = append(pending, sig)
+			return
+		}
+		sctx, cancel := context.WithTimeout(streamCtx, o.SignalTimeout)
+		defer cancel()
+		_, err := o.Process.SendSignal(sctx, &processv1.SendSignalRequest{ProcessId: pid, Signal: sig})
+		switch {
+		case err == nil:
+			log.InfoContext(ctx, "signal sent to process", "signal", sig.String())
+		case status.Code(err) == codes.NotFound:
+			// Already exited; its ExitEvent is on the way.
+		default:
+			log.WarnContext(ctx, "could not signal process", "signal", sig.String(), "error", err)
+		}
+	}
+	for {
+		select {
+		case p := <-pidc:
+			pid = p
+			log.InfoContext(ctx, "process started", "process_id", pid)
+			closeStdin(streamCtx, o, pid)
+			for _, sig := range pending {
+				send(sig)
+			}
+			pending = nil
+		case s, ok := <-signals:
+			if !ok {
+				signals = nil // closed: stop listening
+				continue
+			}
+			if sig, ok := toSignal(s); ok {
+				send(sig)
+			}
+		case <-ctxDone:
+			ctxDone, cancelled = nil, true
+			log.WarnContext(ctx, "run cancelled; stopping process", "grace", o.KillGrace)
+			send(processv1.Signal_SIGNAL_SIGTERM)
+			escalate = time.After(o.KillGrace)
+		case <-escalate:
+			if !killed {
+				killed = true
+				send(processv1.Signal_SIGNAL_SIGKILL)
+				escalate = time.After(o.KillGrace)
+				continue
+			}
+			log.ErrorContext(ctx, "process did not report its exit; dropping the sandboxd stream")
+			escalate = nil
+			dropStream()
+		case out := <-done:
+			if !out.exited {
+				if cancelled {
+					return -1, errors.Join(fmt.Errorf("runlease: run cancelled (%w)", context.Cause(ctx)), out.err)
+				}
+				return -1, out.err
+			}
+			code := int(out.code)
+			log.InfoContext(ctx, "process exited", "exit_code", code)
+			if cancelled {
+				return code, errors.Join(fmt.Errorf("runlease: run cancelled (%w); process exited with code %d", context.Cause(ctx), code), out.err)
+			}
+			return code, out.err
+		}
+	}
+}
+
+// closeStdin sends EOF: the runner does not forward its own stdin, and a
+// process reading stdin should see end of input rather than wait forever.
+func closeStdin(ctx context.Context, o *Options, pid int32) {
+	sctx, cancel := context.WithTimeout(ctx, o.SignalTimeout)
+	defer cancel()
+	_, err := o.Process.WriteStdin(sctx, &processv1.WriteStdinRequest{
+		ProcessId: pid,
+		Payload:   &processv1.WriteStdinRequest_Eof{Eof: &emptypb.Empty{}},
+	})
+	if err != nil && status.Code(err) != codes.NotFound {
+		o.Log.DebugContext(ctx, "could not close process stdin", "error", err)
+	}
+}
+
+func toSignal(s os.Signal) (processv1.Signal, bool) {
+	switch s {
+	case syscall.SIGINT:
+		return processv1.Signal_SIGNAL_SIGINT, true
+	case syscall.SIGTERM:
+		return processv1.Signal_SIGNAL_SIGTERM, true
+	case syscall.SIGKILL:
+		return processv1.Signal_SIGNAL_SIGKILL, true
+	}
+	return 0, false
+}

@@ -1,0 +1,138 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentcustody/custody/internal/gateway"
+)
+
+var _ gateway.Store = (*DB)(nil)
+
+// gatewaySchema is migration 3: records of minted gateway tokens (never
+// the token) and the revocation log the gateway replicas poll by seq.
+// AUTOINCREMENT keeps seq increasing and never reused, even after the
+// highest rows are pruned; write transactions are serialized, so seq
+// order is commit order.
+const gatewaySchema = `CREATE TABLE gateway_tokens (
+	jti        TEXT PRIMARY KEY,
+	issued_at  INTEGER NOT NULL,     -- unix seconds
+	expires_at INTEGER NOT NULL,     -- unix seconds, the token's exp
+	providers  TEXT NOT NULL,        -- JSON array of provider names
+	run_id     TEXT NOT NULL,
+	tenant     TEXT NOT NULL,
+	agent      TEXT NOT NULL
+) STRICT;
+CREATE INDEX gateway_tokens_expiry ON gateway_tokens (expires_at);
+CREATE TABLE gateway_revocations (
+	seq        INTEGER PRIMARY KEY AUTOINCREMENT,
+	jti        TEXT NOT NULL UNIQUE,
+	revoked_at INTEGER NOT NULL,     -- unix seconds
+	expires_at INTEGER NOT NULL      -- unix seconds, the token's exp
+) STRICT;
+CREATE INDEX gateway_revocations_expiry ON gateway_revocations (expires_at);`
+
+// RecordToken implements gateway.Store.
+func (d *DB) RecordToken(ctx context.Context, r gateway.TokenRecord) error {
+	providers, err := json.Marshal(r.Providers)
+	if err != nil {
+		return fmt.Errorf("sqlite: encode providers: %w", err)
+	}
+	_, err = d.db.ExecContext(ctx,
+		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, run_id, tenant, agent) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), string(providers), r.RunID, r.Tenant, r.Agent)
+	if err != nil {
+		return fmt.Errorf("sqlite: record gateway token: %w", err)
+	}
+	return nil
+}
+
+// RevokeToken implements gateway.Store.
+func (d *DB) RevokeToken(ctx context.Context, jti string, at time.Time) (gateway.Revocation, error) {
+	rev := gateway.Revocation{JTI: jti}
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		var exp int64
+		err := tx.QueryRowContext(ctx, `SELECT expires_at FROM gateway_tokens WHERE jti = ?`, jti).Scan(&exp)
+		if errors.Is(err, sql.ErrNoRows) {
+			return gateway.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx,
+			`INSERT INTO gateway_revocations (jti, revoked_at, expires_at) VALUES (?, ?, ?) ON CONFLICT (jti) DO NOTHING`,
+			jti, at.Unix(), exp); err != nil {
+			return err
+		}
+		var revoked int64
+		if err := tx.QueryRowContext(ctx,
+			`SELECT seq, revoked_at, expires_at FROM gateway_revocations WHERE jti = ?`, jti).
+			Scan(&rev.Seq, &revoked, &exp); err != nil {
+			return err
+		}
+		rev.RevokedAt = time.Unix(revoked, 0).UTC()
+		rev.ExpiresAt = time.Unix(exp, 0).UTC()
+		return nil
+	})
+	if errors.Is(err, gateway.ErrNotFound) {
+		return gateway.Revocation{}, gateway.ErrNotFound
+	}
+	if err != nil {
+		return gateway.Revocation{}, fmt.Errorf("sqlite: revoke gateway token: %w", err)
+	}
+	return rev, nil
+}
+
+// ListRevocations implements gateway.Store.
+func (d *DB) ListRevocations(ctx context.Context, sinceExclusive int64) ([]gateway.Revocation, error) {
+	rows, err := d.db.QueryContext(ctx,
+		`SELECT seq, jti, revoked_at, expires_at FROM gateway_revocations WHERE seq > ? ORDER BY seq`, sinceExclusive)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list gateway revocations: %w", err)
+	}
+	defer rows.Close()
+	var out []gateway.Revocation
+	for rows.Next() {
+		var (
+			r                gateway.Revocation
+			revoked, expires int64
+		)
+		if err := rows.Scan(&r.Seq, &r.JTI, &revoked, &expires); err != nil {
+			return nil, fmt.Errorf("sqlite: list gateway revocations: %w", err)
+		}
+		r.RevokedAt = time.Unix(revoked, 0).UTC()
+		r.ExpiresAt = time.Unix(expires, 0).UTC()
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: list gateway revocations: %w", err)
+	}
+	return out, nil
+}
+
+// PruneExpired implements gateway.Store.
+func (d *DB) PruneExpired(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := d.tx(ctx, func(tx *sql.Tx) error {
+		for _, q := range []string{
+			`DELETE FROM gateway_revocations WHERE expires_at < ?`,
+			`DELETE FROM gateway_tokens WHERE expires_at < ?`,
+		} {
+			res, err := tx.ExecContext(ctx, q, before.Unix())
+			if err != nil {
+				return err
+			}
+			k, _ := res.RowsAffected()
+			n += k
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: prune gateway tokens: %w", err)
+	}
+	return n, nil
+}

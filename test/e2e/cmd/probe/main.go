@@ -1,0 +1,46 @@
+// Command probe is the "agent" process of the gateway scenario: it runs
+// inside the sandbox (started by `custody exec` through sandboxd) and calls
+// the model API the way an SDK does, with the key and base URL from its
+// environment (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL). It prints
+// "STATUS BODY". With -copy-token-to it also writes its key to a file,
+// playing a process that leaks its credential.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+)
+
+func main() {
+	copyTo := flag.String("copy-token-to", "", "write the token found in ANTHROPIC_API_KEY to this file")
+	flag.Parse()
+	key, base := os.Getenv("ANTHROPIC_API_KEY"), os.Getenv("ANTHROPIC_BASE_URL")
+	if key == "" || base == "" {
+		fmt.Fprintln(os.Stderr, "probe: ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL must be set")
+		os.Exit(3)
+	}
+	if *copyTo != "" {
+		if err := os.WriteFile(*copyTo, []byte(key), 0o600); err != nil {
+			fmt.Fprintln(os.Stderr, "probe:", err)
+			os.Exit(3)
+		}
+	}
+	body := []byte(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hello"}]}`)
+	req, _ := http.NewRequest("POST", base+"/v1/messages", bytes.NewReader(body))
+	req.Header.Set("x-api-key", key)
+	req.Header.Set("anthropic-version", "2023-06-01")
+	req.Header.Set("content-type", "application/json")
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probe:", err)
+		os.Exit(4)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	fmt.Printf("%d %s\n", resp.StatusCode, bytes.TrimSpace(b))
+}
