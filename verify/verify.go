@@ -1,0 +1,390 @@
+package verify
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// Result describes a verified run.
+type Result struct {
+	Origin   string // the log's origin
+	Run      string // the run id
+	Closed   bool   // the run's last record is run.closing
+	Records  int    // number of records verified
+	Head     int64  // run_seq of the last record (Records-1)
+	TreeSize int64  // size of the checkpoint's tree
+	// Witnesses are the names of trusted witnesses whose cosignatures
+	// verified, sorted.
+	Witnesses []string
+}
+
+// String returns exactly "VERIFIED" for a closed run and
+// "VERIFIED TO HEAD <Head> (open)" for an open one.
+func (r Result) String() string {
+	if r.Closed {
+		return "VERIFIED"
+	}
+	return fmt.Sprintf("VERIFIED TO HEAD %d (open)", r.Head)
+}
+
+// An Option configures Verify.
+type Option func(*options)
+
+type options struct {
+	workers int
+}
+
+// WithWorkers sets how many goroutines check record signatures and
+// inclusion proofs in parallel. Zero or negative means runtime.GOMAXPROCS(0),
+// the default.
+func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
+
+// Verify checks an exported run bundle against trust, offline, and returns
+// the result or a *VerificationError naming the first check that failed
+// (its chain holds one sentinel wrapping ErrRefused). An invalid trust
+// returns an error wrapping ErrInvalidTrust instead. Nothing in the bundle
+// is trusted: log keys and witnesses come only from trust.
+//
+// Checks, in order: container and header; the checkpoint's origin, a valid
+// signature by a trusted log key, and cosignatures from WitnessQuorum
+// distinct trusted witnesses; key.retired records (signature, inclusion) and
+// that a checkpoint signer is not retired at the tree size; at least one
+// record; then for each record in order: strict canonical parse, log origin,
+// run id, no record after run.closing, run_seq equal to its position (so the
+// run starts at 0 and has no gaps), strictly increasing index, prev chain,
+// a trusted key not retired at the record's index, its signature, its
+// inclusion proof against the checkpoint root, and any policy_hash present
+// in the bundle; finally a bundle claiming closed must end with run.closing.
+//
+// Signature and proof checks run on WithWorkers goroutines; all have
+// returned when Verify returns. Verify never panics on malformed input.
+func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
+	o := options{}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.workers <= 0 {
+		o.workers = runtime.GOMAXPROCS(0)
+	}
+	tc, err := trust.compile()
+	if err != nil {
+		return Result{}, err
+	}
+	fail := func(step string, err error) (Result, error) {
+		return Result{}, &VerificationError{Step: step, Position: -1, Err: err}
+	}
+
+	rb, err := splitBundle(bundle)
+	if err != nil {
+		return fail("bundle", err)
+	}
+	h := rb.header
+	if !validRunID(h.Run) || h.Run == LogRun {
+		return fail("bundle", fmt.Errorf("%w: invalid run id %q", ErrMalformedBundle, h.Run))
+	}
+	policies := map[string]bool{}
+	for _, p := range h.Policies {
+		if PolicyHash(p.Snapshot) != p.Hash {
+			return fail("policy", fmt.Errorf("%w: snapshot does not hash to %s", ErrPolicy, p.Hash))
+		}
+		policies[p.Hash] = true
+	}
+
+	// Checkpoint.
+	cpErr := func(err error) (Result, error) {
+		return Result{}, &VerificationError{Step: "checkpoint", Position: -1, Checkpoint: rb.checkpoint, Err: err}
+	}
+	n, err := note.Open(rb.checkpoint, tc)
+	var unverified *note.UnverifiedNoteError
+	var invalid *note.InvalidSignatureError
+	switch {
+	case err == nil:
+	case errors.As(err, &unverified):
+		n = unverified.Note
+	case errors.As(err, &invalid):
+		return cpErr(fmt.Errorf("%w: %w", ErrCheckpointSignature, err))
+	default:
+		return cpErr(fmt.Errorf("%w: %w", ErrMalformedCheckpoint, err))
+	}
+	cp, err := ParseCheckpoint([]byte(n.Text))
+	if err != nil {
+		return cpErr(err)
+	}
+	if cp.Origin != tc.origin {
+		return cpErr(fmt.Errorf("%w: origin %q, trust has %q", ErrCheckpointOrigin, cp.Origin, tc.origin))
+	}
+	var cpSigners []*logKey
+	var witnesses []string
+	for _, s := range n.Sigs {
+		nh := nameHash{s.Name, s.Hash}
+		if k, ok := tc.noteKeys[nh]; ok {
+			cpSigners = append(cpSigners, k)
+		} else if _, ok := tc.witnesses[nh]; ok {
+			witnesses = append(witnesses, s.Name)
+		}
+	}
+	if len(cpSigners) == 0 {
+		return cpErr(fmt.Errorf("%w: signed by %s", ErrCheckpointSignature, sigNames(n)))
+	}
+	sort.Strings(witnesses)
+	if len(witnesses) < tc.quorum {
+		return Result{}, &VerificationError{Step: "witnesses", Position: -1, Checkpoint: rb.checkpoint,
+			Err: fmt.Errorf("%w: %d trusted cosignatures %v, quorum %d", ErrWitnessQuorum, len(witnesses), witnesses, tc.quorum)}
+	}
+	v := &verifier{trust: tc, cp: cp, workers: o.workers}
+
+	// Key retirements.
+	keyRecs := v.checkAll(rb.keyRecords)
+	lastIndex := int64(-1)
+	for i, kr := range keyRecs {
+		e := func(err error) (Result, error) {
+			return Result{}, kr.fail("key record", i, err)
+		}
+		if kr.err != nil {
+			return e(kr.err)
+		}
+		r := kr.rec
+		if r.Log != tc.origin {
+			return e(fmt.Errorf("%w: log %q", ErrRecordOrigin, r.Log))
+		}
+		if r.Run != LogRun || r.Type != TypeKeyRetired {
+			return e(fmt.Errorf("%w: key record is run %q type %q, want %q %q", ErrMalformedBundle, r.Run, r.Type, LogRun, TypeKeyRetired))
+		}
+		if r.Index <= lastIndex {
+			return e(fmt.Errorf("%w: key records not in index order", ErrSequence))
+		}
+		lastIndex = r.Index
+		if err := kr.checkKeyAndProof(v); err != nil {
+			return e(err)
+		}
+		id, _ := r.Body["key_id"].(string)
+		from, ok := r.Body["retired_from_index"].(int64)
+		k := tc.keys[id]
+		if !ok || k == nil || from < 0 {
+			return e(fmt.Errorf("%w: key.retired body must name a trusted key_id and retired_from_index >= 0", ErrMalformedRecord))
+		}
+		if k.retired < 0 || from < k.retired {
+			k.retired = from
+		}
+	}
+	usable := false
+	for _, k := range cpSigners {
+		if k.retired < 0 || cp.TreeSize <= k.retired {
+			usable = true
+		}
+	}
+	if !usable {
+		return cpErr(fmt.Errorf("%w: checkpoint of size %d signed only by retired keys", ErrRetiredKey, cp.TreeSize))
+	}
+
+	// The run's records.
+	if len(rb.records) == 0 {
+		return fail("records", ErrNoRecords)
+	}
+	recs := v.checkAll(rb.records)
+	var prev *checked
+	for i, c := range recs {
+		e := func(err error) (Result, error) { return Result{}, c.fail("record", i, err) }
+		if c.err != nil {
+			return e(c.err)
+		}
+		r := c.rec
+		switch {
+		case r.Log != tc.origin:
+			return e(fmt.Errorf("%w: log %q, trust has %q", ErrRecordOrigin, r.Log, tc.origin))
+		case r.Run != h.Run:
+			return e(fmt.Errorf("%w: run %q, bundle is for %q", ErrRunMismatch, r.Run, h.Run))
+		case prev != nil && prev.rec.Type == TypeRunClosing:
+			return e(ErrAfterClose)
+		case r.RunSeq != int64(i):
+			if i == 0 {
+				return e(fmt.Errorf("%w: run starts at run_seq %d, want 0", ErrSequence, r.RunSeq))
+			}
+			return e(fmt.Errorf("%w: run_seq %d at position %d (previous %d)", ErrSequence, r.RunSeq, i, prev.rec.RunSeq))
+		case prev != nil && r.Index <= prev.rec.Index:
+			return e(fmt.Errorf("%w: index %d not after previous record's %d", ErrSequence, r.Index, prev.rec.Index))
+		case prev != nil && r.Prev != prev.chain:
+			return e(fmt.Errorf("%w: prev %s, previous record hashes to %s", ErrChain, r.Prev, prev.chain))
+		}
+		if err := c.checkKeyAndProof(v); err != nil {
+			return e(err)
+		}
+		if ph, ok := r.Body["policy_hash"].(string); ok && !policies[ph] {
+			return e(fmt.Errorf("%w: policy %s not in bundle", ErrPolicy, ph))
+		}
+		prev = c
+	}
+	last := recs[len(recs)-1].rec
+	closed := last.Type == TypeRunClosing
+	if h.Closed && !closed {
+		return Result{}, &VerificationError{Step: "closed", Position: len(recs) - 1, Index: last.Index, RunSeq: last.RunSeq,
+			Record: recs[len(recs)-1].raw, Err: fmt.Errorf("%w: last record is %s", ErrNotClosed, last.Type)}
+	}
+	return Result{
+		Origin:    tc.origin,
+		Run:       h.Run,
+		Closed:    closed,
+		Records:   len(recs),
+		Head:      last.RunSeq,
+		TreeSize:  cp.TreeSize,
+		Witnesses: witnesses,
+	}, nil
+}
+
+func sigNames(n *note.Note) string {
+	var b bytes.Buffer
+	for _, s := range append(append([]note.Signature(nil), n.Sigs...), n.UnverifiedSigs...) {
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s+%08x", s.Name, s.Hash)
+	}
+	if b.Len() == 0 {
+		return "nobody"
+	}
+	return b.String()
+}
+
+type verifier struct {
+	trust   *compiled
+	cp      Checkpoint
+	workers int
+}
+
+// checked holds the independent per-record results computed in parallel.
+type checked struct {
+	raw     []byte // record bytes
+	proof   tlog.RecordProof
+	rec     *Record
+	err     error  // container or parse error
+	chain   string // ChainHash(raw)
+	sigOK   bool   // signature verified with the key named by key_id, if trusted
+	inclErr error
+}
+
+func (c *checked) fail(step string, pos int, err error) error {
+	e := &VerificationError{Step: step, Position: pos, Record: c.raw, Err: err}
+	if c.rec != nil {
+		e.Index, e.RunSeq = c.rec.Index, c.rec.RunSeq
+	}
+	return e
+}
+
+// checkKeyAndProof reports, in order, an untrusted or retired key, a bad
+// signature and a bad inclusion proof.
+func (c *checked) checkKeyAndProof(v *verifier) error {
+	r := c.rec
+	k := v.trust.keys[r.KeyID]
+	switch {
+	case k == nil:
+		return fmt.Errorf("%w: key_id %s", ErrUnknownKey, r.KeyID)
+	case k.retired >= 0 && r.Index >= k.retired:
+		return fmt.Errorf("%w: key %s retired from index %d, record index %d", ErrRetiredKey, k.id, k.retired, r.Index)
+	case !c.sigOK:
+		return fmt.Errorf("%w: key %s", ErrRecordSignature, k.id)
+	case c.inclErr != nil:
+		return &VerificationError{Step: "inclusion", Position: -1, Proof: c.proof, TreeSize: v.cp.TreeSize,
+			Root: v.cp.Root, Index: r.Index, RunSeq: r.RunSeq, Err: c.inclErr}
+	}
+	return nil
+}
+
+// checkAll parses each line and checks signatures and proofs in parallel.
+func (v *verifier) checkAll(lines [][]byte) []*checked {
+	out := make([]*checked, len(lines))
+	const block = 64
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	workers := min(v.workers, (len(lines)+block-1)/block)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				lo := int(next.Add(block)) - block
+				if lo >= len(lines) {
+					return
+				}
+				for i := lo; i < min(lo+block, len(lines)); i++ {
+					out[i] = v.check(lines[i])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+var sigField = []byte(`,"sig":"`)
+
+func (v *verifier) check(line []byte) (c *checked) {
+	c = new(checked)
+	defer func() {
+		// Belt and braces: a panic in a dependency on hostile input must
+		// not take down the caller.
+		if p := recover(); p != nil {
+			c.err = fmt.Errorf("%w: internal error: %v", ErrMalformedRecord, p)
+		}
+	}()
+	br, err := parseRecordLine(line)
+	if err != nil {
+		c.raw, c.err = line, err
+		return c
+	}
+	c.raw, c.proof = br.Record, br.Proof
+	r, err := ParseRecord(br.Record)
+	if err != nil {
+		c.err = err
+		return c
+	}
+	c.rec = r
+	sum := sha256.Sum256(br.Record)
+	c.chain = hex.EncodeToString(sum[:])
+	if k := v.trust.keys[r.KeyID]; k != nil {
+		// raw is canonical, so the record without "sig" is raw with its
+		// top-level `,"sig":"…"` member cut out. It is the last occurrence:
+		// only "time", "type" and "v" follow, and their values are
+		// validated not to contain it.
+		var sigb [88]byte
+		base64.StdEncoding.Encode(sigb[:], r.Sig)
+		at := bytes.LastIndex(br.Record, sigField)
+		end := at + len(sigField) + len(sigb) + 1
+		if at >= 0 && end <= len(br.Record) && bytes.Equal(br.Record[at+len(sigField):end-1], sigb[:]) {
+			msg := make([]byte, 0, len(br.Record)+len(recordDomain)+len(r.Log)+len(r.Run)+len(r.Prev)+48)
+			msg = append(msg, recordDomain...)
+			msg = append(msg, 0)
+			msg = append(msg, r.Log...)
+			msg = append(msg, 0)
+			msg = strconv.AppendInt(msg, r.Index, 10)
+			msg = append(msg, 0)
+			msg = append(msg, r.Run...)
+			msg = append(msg, 0)
+			msg = strconv.AppendInt(msg, r.RunSeq, 10)
+			msg = append(msg, 0)
+			msg = append(msg, r.Prev...)
+			msg = append(msg, 0)
+			msg = append(msg, br.Record[:at]...)
+			msg = append(msg, br.Record[end:]...)
+			c.sigOK = ed25519.Verify(k.pub, msg, r.Sig)
+		}
+	}
+	if r.Index >= v.cp.TreeSize {
+		c.inclErr = fmt.Errorf("%w: index %d not in tree of size %d", ErrInclusion, r.Index, v.cp.TreeSize)
+	} else if err := tlog.CheckRecord(br.Proof, v.cp.TreeSize, v.cp.Root, r.Index, LeafHash(br.Record)); err != nil {
+		c.inclErr = fmt.Errorf("%w: %w", ErrInclusion, err)
+	}
+	return c
+}
