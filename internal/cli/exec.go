@@ -197,14 +197,18 @@ func runExec(ctx context.Context, c execConfig, command []string, stdout, stderr
 	}
 }
 
-// relaySignals forwards the first SIGINT/SIGTERM custody receives to the
-// returned channel (for the process) and turns a second one into stop().
+// relaySignals forwards the first SIGINT/SIGTERM/SIGHUP/SIGQUIT custody
+// receives to the returned channel (for the process) and turns a second
+// one into stop(). SIGPIPE (custody's output closed, e.g. `| head`) is
+// caught and ignored so that custody lives to revoke the token: Go's
+// default for these signals would end custody without running the revoke.
 // It stops listening when ctx is done, and then closes done.
 func relaySignals(ctx context.Context, stop context.CancelFunc, msg io.Writer) (fwd <-chan os.Signal, done <-chan struct{}) {
 	sigc := make(chan os.Signal, 2)
 	out := make(chan os.Signal, 1)
 	finished := make(chan struct{})
-	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	signal.Ignore(syscall.SIGPIPE)
 	go func() {
 		defer close(finished)
 		defer signal.Stop(sigc)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,5 +177,36 @@ func TestExecRunsCommandAndRevokes(t *testing.T) {
 	code, _, stderr = runCLI(t, ctx, envMap(nil), "", append(base, "--", "true")...)
 	if code != 1 || !strings.Contains(stderr, "REVOKE FAILED") || !strings.Contains(stderr, "jti-exec") || !strings.Contains(stderr, "stays valid until its expiry") {
 		t.Fatalf("exec with failing revoke = exit %d, stderr %q; want exit 1 naming the jti", code, stderr)
+	}
+}
+
+// TestExecRevokesOnHangup: SIGHUP (a closed terminal) reaches the process
+// (as SIGTERM: all sandboxd can deliver besides SIGINT and SIGKILL), and
+// custody lives to revoke the token; Go's default would have ended custody
+// without revoking.
+func TestExecRevokesOnHangup(t *testing.T) {
+	sd := startSandboxd(t)
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "admin-token")
+	must(t, os.WriteFile(tokenFile, []byte("admin-0123\n"), 0o600))
+	admin := newExecAdmin(t, "admin-0123")
+	done := make(chan int, 1)
+	go func() {
+		code, _, _ := runCLI(t, context.Background(), envMap(nil), "", "exec", "--sandboxd="+sd, "--admin="+admin.URL,
+			"--admin-token-file="+tokenFile, "--kill-grace=2s", "--", "sh", "-c", "trap 'exit 5' TERM; sleep 30 & wait")
+		done <- code
+	}()
+	time.Sleep(1500 * time.Millisecond) // the process is running
+	must(t, syscall.Kill(os.Getpid(), syscall.SIGHUP))
+	select {
+	case code := <-done:
+		if code != 5 {
+			t.Errorf("exec after SIGHUP = exit %d, want the process's 5", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("exec did not end after SIGHUP")
+	}
+	if got := admin.revoked(); len(got) != 1 {
+		t.Fatalf("revokes after SIGHUP = %v, want one", got)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
+	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentcustody/custody/internal/apikey"
@@ -173,6 +174,17 @@ type namedServer struct {
 	handler    http.Handler
 }
 
+// maxConns is the cap on open connections of a listener: 4096 for the
+// listeners sandboxes reach, 256 for the admin and metrics listeners.
+func (s *namedServer) maxConns() int {
+	switch s.name {
+	case "api", "gateway":
+		return 4096
+	default:
+		return 256
+	}
+}
+
 func runServers(ctx context.Context, servers []*namedServer, log *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, s := range servers {
@@ -180,7 +192,14 @@ func runServers(ctx context.Context, servers []*namedServer, log *slog.Logger) e
 		if err != nil {
 			return fmt.Errorf("%s listener: %w", s.name, err)
 		}
-		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+		// ReadTimeout bounds reading a whole request, body included: a
+		// client trickling a body must not hold a connection (and a file
+		// descriptor) forever. It does not limit streamed responses.
+		// Each listener has its own connection cap, so a flood on one
+		// (the gateway, say) cannot starve the admin listener of file
+		// descriptors and block revocations.
+		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
+		ln = netutil.LimitListener(ln, s.maxConns())
 		log.Info("listening", "listener", s.name, "addr", ln.Addr().String())
 		g.Go(func() error {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

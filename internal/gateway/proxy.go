@@ -214,6 +214,16 @@ func stateFrom(ctx context.Context) *proxyState {
 func (g *Gateway) DataHandler() http.Handler { return http.HandlerFunc(g.serveData) }
 
 func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodPost, http.MethodDelete, http.MethodHead, http.MethodPut, http.MethodPatch:
+	default:
+		// TRACE would have the provider echo the injected key back;
+		// CONNECT and OPTIONS have no use against a model API.
+		g.metrics.request("", outcomeNotFound)
+		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE")
+		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		return
+	}
 	if r.URL.Path == adminPrefix || strings.HasPrefix(r.URL.Path, adminPrefix+"/") {
 		g.metrics.request("", outcomeNotFound)
 		http.NotFound(w, r)
@@ -308,9 +318,11 @@ func writeText(w http.ResponseWriter, status int, text string) {
 	io.WriteString(w, text+"\n")
 }
 
-// maxModelBody bounds the request body read to find the model when a
-// token has a models allow-list.
-const maxModelBody = 64 << 20
+// maxModelBody bounds the request body read into memory to find the model
+// when a token has a models allow-list; a larger body is refused with the
+// model unknown. (Several images in base64 fit; a flood of 64 MiB bodies
+// would exhaust the process shared with the other services.)
+const maxModelBody = 16 << 20
 
 // requestModel is the model a request is for: the path segment
 // models/{model}[:method] for gemini, the JSON body field "model"

@@ -755,3 +755,20 @@ func FuzzBodyModel(f *testing.F) {
 		}
 	})
 }
+
+// TestMethodsRefused: TRACE (the upstream would echo the injected key),
+// OPTIONS and unknown methods are refused before any token check or
+// upstream call.
+func TestMethodsRefused(t *testing.T) {
+	e := newEnv(t)
+	tok := e.mint(t, Grant{Providers: []string{"anthropic"}}).Token
+	for _, m := range []string{"TRACE", "OPTIONS", "PROPFIND"} {
+		status, _, body := e.do(t, m, "/anthropic/v1/messages", map[string]string{"X-Api-Key": tok}, "")
+		if status != http.StatusMethodNotAllowed || strings.Contains(body, realKeys["anthropic"]) {
+			t.Errorf("%s = %d %q, want 405 without the key", m, status, body)
+		}
+	}
+	if n := len(e.up["anthropic"].requests()); n != 0 {
+		t.Errorf("upstream saw %d requests, want 0", n)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -82,11 +83,13 @@ type AdminOptions struct {
 	// timeout per request.
 	HTTPClient *http.Client
 	// RevokeAttempts is how many times Revoke tries before it gives up on
-	// a network error or a 5xx answer (4xx answers are not retried), as
-	// long as its context allows. Default 3.
+	// a network error or a 5xx answer (4xx answers are not retried). The
+	// default, 0, keeps trying until Revoke's context is done (the
+	// runner's --revoke-timeout), so a gateway that restarts during the
+	// window still gets the revocation.
 	RevokeAttempts int
 	// RevokeBackoff is the wait before the second attempt; it doubles
-	// for each further one. Default 200 ms.
+	// for each further one, up to 2 s. Default 200 ms.
 	RevokeBackoff time.Duration
 }
 
@@ -122,7 +125,7 @@ func NewAdminClient(opts AdminOptions) (*AdminClient, error) {
 		return nil, fmt.Errorf("runlease: negative RevokeAttempts %d", opts.RevokeAttempts)
 	}
 	if opts.RevokeAttempts == 0 {
-		opts.RevokeAttempts = 3
+		opts.RevokeAttempts = math.MaxInt
 	}
 	if opts.RevokeBackoff < 0 {
 		return nil, fmt.Errorf("runlease: negative RevokeBackoff %v", opts.RevokeBackoff)
@@ -206,7 +209,7 @@ func (c *AdminClient) Revoke(ctx context.Context, jti string) error {
 			return fmt.Errorf("%w (gave up after %d attempts: %w)", err, attempt, ctx.Err())
 		case <-t.C:
 		}
-		wait *= 2
+		wait = min(2*wait, 2*time.Second)
 	}
 }
 

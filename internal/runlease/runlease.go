@@ -441,11 +441,14 @@ func closeStdin(ctx context.Context, o *Options, pid int32) {
 	}
 }
 
+// toSignal maps a signal custody received to one sandboxd can deliver.
+// sandboxd's API carries only SIGINT, SIGTERM and SIGKILL; SIGHUP and
+// SIGQUIT (a closed terminal, Ctrl-\) are delivered as SIGTERM.
 func toSignal(s os.Signal) (processv1.Signal, bool) {
 	switch s {
 	case syscall.SIGINT:
 		return processv1.Signal_SIGNAL_SIGINT, true
-	case syscall.SIGTERM:
+	case syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT:
 		return processv1.Signal_SIGNAL_SIGTERM, true
 	case syscall.SIGKILL:
 		return processv1.Signal_SIGNAL_SIGKILL, true
