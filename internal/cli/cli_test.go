@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -101,7 +102,7 @@ func TestServeStaticAndAgentCommands(t *testing.T) {
 	go func() {
 		code, _, stderr := runCLI(t, ctx, envMap(nil), "", "serve", "--kubernetes-auth=false",
 			"--static-tokens-file="+filepath.Join(dir, "tokens.yaml"), "--listen="+addr, "--metrics-listen="+metrics, "--gateway-listen="+gw,
-			"--data-dir="+filepath.Join(dir, "data"), "--log-level=error")
+			"--data-dir="+filepath.Join(dir, "data"), "--log-level=error", "--read-timeout=2s")
 		if code != 0 {
 			t.Errorf("serve exit %d: %s", code, stderr)
 		}
@@ -144,6 +145,22 @@ func TestServeStaticAndAgentCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"step": 1`) {
 		t.Fatalf("state get = %d %s", code, out)
 	}
+	// A client trickling a request body is cut off at --read-timeout
+	// instead of holding the connection forever.
+	for _, target := range []string{addr, gw} {
+		c, err := net.Dial("tcp", target)
+		must(t, err)
+		_, err = c.Write([]byte("POST /anthropic/v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: 200000\r\n\r\nx"))
+		must(t, err)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		start := time.Now()
+		_, err = io.ReadAll(c)
+		c.Close()
+		if err != nil || time.Since(start) > 8*time.Second {
+			t.Errorf("trickled body on %s: connection not closed by the server (%v after %v)", target, err, time.Since(start))
+		}
+	}
+
 	resp, err := http.Get("http://" + metrics + "/metrics")
 	must(t, err)
 	var buf bytes.Buffer

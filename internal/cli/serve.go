@@ -166,7 +166,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		servers = append(servers, &namedServer{name: "admin", addr: cfg.AdminListen, handler: auth.wrap(admin)})
 	}
 	go keys.PruneExpired(ctx, 10*time.Minute, time.Hour)
-	return runServers(ctx, servers, log)
+	return runServers(ctx, servers, cfg.ReadTimeout, log)
 }
 
 type namedServer struct {
@@ -185,7 +185,7 @@ func (s *namedServer) maxConns() int {
 	}
 }
 
-func runServers(ctx context.Context, servers []*namedServer, log *slog.Logger) error {
+func runServers(ctx context.Context, servers []*namedServer, readTimeout time.Duration, log *slog.Logger) error {
 	g, gctx := errgroup.WithContext(ctx)
 	for _, s := range servers {
 		ln, err := net.Listen("tcp", s.addr)
@@ -198,7 +198,7 @@ func runServers(ctx context.Context, servers []*namedServer, log *slog.Logger) e
 		// Each listener has its own connection cap, so a flood on one
 		// (the gateway, say) cannot starve the admin listener of file
 		// descriptors and block revocations.
-		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
+		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: readTimeout, IdleTimeout: 120 * time.Second}
 		ln = netutil.LimitListener(ln, s.maxConns())
 		log.Info("listening", "listener", s.name, "addr", ln.Addr().String())
 		g.Go(func() error {

@@ -85,6 +85,10 @@ type ServeConfig struct {
 	// Default 30s; 0 disables the cache.
 	KeyCacheTTL time.Duration
 
+	// ReadTimeout bounds reading one whole request, body included, on
+	// every listener (streamed responses are not limited). Default 60s.
+	ReadTimeout time.Duration
+
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
 	// LogFormat is text or json. Default text.
@@ -108,6 +112,7 @@ func Defaults() ServeConfig {
 		ExchangeConcurrency:  64,
 		ExchangeQueueTimeout: 2 * time.Second,
 		KeyCacheTTL:          30 * time.Second,
+		ReadTimeout:          60 * time.Second,
 		LogLevel:             "info",
 		LogFormat:            "text",
 	}
@@ -138,6 +143,7 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ExchangeQueueTimeout, "exchange-queue-timeout", c.ExchangeQueueTimeout, "how long an exchange waits for a slot before 503 with Retry-After")
 	fs.StringVar(&c.StaticTokensFile, "static-tokens-file", c.StaticTokensFile, "YAML file of token SHA-256 -> tenant/agent/session; enables POST /v1/auth/static")
 	fs.DurationVar(&c.KeyCacheTTL, "key-cache-ttl", c.KeyCacheTTL, "how long this replica reuses a key verification (0 disables)")
+	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "longest time to read one whole request, body included, on every listener (streamed responses are not limited)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 }
@@ -181,6 +187,9 @@ func (c *ServeConfig) Validate() error {
 	}
 	if c.KubernetesQPS <= 0 || c.KubernetesBurst <= 0 || c.ExchangeConcurrency <= 0 || c.ExchangeQueueTimeout <= 0 {
 		errs = append(errs, errors.New("--kubernetes-qps, --kubernetes-burst, --exchange-concurrency and --exchange-queue-timeout must be positive"))
+	}
+	if c.ReadTimeout <= 0 {
+		errs = append(errs, errors.New("--read-timeout must be positive"))
 	}
 	if c.KeyCacheTTL < 0 {
 		errs = append(errs, errors.New("--key-cache-ttl must not be negative"))
