@@ -64,6 +64,10 @@ func runWithIO(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		newMemoryCmd(env),
 		newStateCmd(env),
 		newExecCmd(env),
+		newVerifyCmd(),
+		newExportCmd(),
+		newTrustCmd(),
+		newWitnessCmd(env),
 	)
 	err := root.ExecuteContext(ctx)
 	if err == nil {

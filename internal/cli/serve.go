@@ -24,6 +24,7 @@ import (
 	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/kubeauth"
 	"github.com/agentcustody/custody/internal/memory"
+	"github.com/agentcustody/custody/internal/signer"
 	"github.com/agentcustody/custody/internal/staticauth"
 	"github.com/agentcustody/custody/internal/store/sqlite"
 )
@@ -131,6 +132,15 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 	api.Handle("/v1/memory/", instrument("memory", keys.Middleware(mem.Handler())))
 	api.Handle("/mcp", instrument("mcp", mem.MCPHandler(keys.Verify)))
 
+	var sg *signer.Signer
+	if cfg.Signer {
+		if sg, err = newSigner(ctx, cfg, db, log); err != nil {
+			return err
+		}
+		defer sg.Close()
+		api.Handle("/v1/signer/", instrument("signer", keys.Middleware(sg.Handler())))
+	}
+
 	health := healthHandlers(ready, log)
 	health.register(api, false)
 
@@ -161,6 +171,9 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		admin.Handle("POST /v1/admin/agents/{tenant}/{agent}/revoke", instrument("admin_revoke_agent", keys.AdminRevokeAgentHandler()))
 		if gw != nil {
 			admin.Handle("/v1/gateway/", instrument("admin_gateway", gw.AdminHandler()))
+		}
+		if sg != nil {
+			admin.Handle("/v1/signer/", instrument("admin_signer", sg.AdminHandler()))
 		}
 		auth := &adminAuth{token: tok, accounts: cfg.AdminServiceAccounts, audience: cfg.AdminAudience, reviewer: ex, log: log}
 		servers = append(servers, &namedServer{name: "admin", addr: cfg.AdminListen, handler: auth.wrap(admin)})

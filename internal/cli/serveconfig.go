@@ -49,6 +49,26 @@ type ServeConfig struct {
 	// AdminAudience is the audience admin callers' tokens must carry.
 	// Default "custody-admin".
 	AdminAudience string
+	// Signer enables the signer (/v1/signer/ on the API listener, its
+	// admin routes on the admin listener). Default true.
+	Signer bool
+	// SignerOrigin is the log's origin (checkpoint first line). Default
+	// "custody.local/log".
+	SignerOrigin string
+	// SignerKeyFile is the log's Ed25519 signing key, created (0600) if
+	// missing. Default <data-dir>/signer-ed25519.pem.
+	SignerKeyFile string
+	// PolicyDir holds one policy per tenant, <dir>/<tenant>.yaml.
+	// Empty: built-in rules only, and calls no rule matches are denied.
+	PolicyDir string
+	// SignerIdle closes a run with no calls for this long (idle_s).
+	// Default 1h.
+	SignerIdle time.Duration
+	// Witnesses are "VKEY@URL" (the witness's C2SP vkey and submission
+	// URL); WitnessQuorum is how many cosignatures trust.json requires
+	// (default: all of them).
+	Witnesses     []string
+	WitnessQuorum int
 	// MetricsListen serves Prometheus /metrics, /healthz and /readyz.
 	// Default ":8868"; empty disables it.
 	MetricsListen string
@@ -103,6 +123,10 @@ func Defaults() ServeConfig {
 		MetricsListen:        ":8868",
 		GatewayListen:        ":8866",
 		AdminAudience:        "custody-admin",
+		Signer:               true,
+		SignerOrigin:         "custody.local/log",
+		SignerIdle:           time.Hour,
+		WitnessQuorum:        -1,
 		DataDir:              "custody-data",
 		KubernetesAuth:       true,
 		KubernetesAudience:   "custody",
@@ -130,6 +154,13 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.GatewayProviders, "gateway-provider", c.GatewayProviders, "add or override a provider: NAME=URL or NAME=KIND:URL, KIND anthropic|openai|gemini (repeatable)")
 	fs.StringSliceVar(&c.AdminServiceAccounts, "admin-service-accounts", c.AdminServiceAccounts, "service accounts (NS:NAME) whose projected token (audience --admin-audience, checked by TokenReview) is accepted on the admin listener")
 	fs.StringVar(&c.AdminAudience, "admin-audience", c.AdminAudience, "audience admin callers' projected tokens must carry")
+	fs.BoolVar(&c.Signer, "signer", c.Signer, "serve the signer: /v1/signer/ on --listen, its admin routes (approvals, bundles, trust) on --admin-listen")
+	fs.StringVar(&c.SignerOrigin, "signer-origin", c.SignerOrigin, "the signer log's origin (first line of its checkpoints)")
+	fs.StringVar(&c.SignerKeyFile, "signer-key-file", c.SignerKeyFile, "the log's Ed25519 signing key, created if missing (default <data-dir>/signer-ed25519.pem)")
+	fs.StringVar(&c.PolicyDir, "policy-dir", c.PolicyDir, "directory of per-tenant policies, <tenant>.yaml; empty: built-in rules only, unmatched calls denied")
+	fs.DurationVar(&c.SignerIdle, "signer-idle", c.SignerIdle, "close a run after this long without calls (idle_s), with a signed run.closing of reason idle_timeout")
+	fs.StringSliceVar(&c.Witnesses, "witness", c.Witnesses, "a witness as VKEY@URL (C2SP vkey and tlog-witness URL), repeatable")
+	fs.IntVar(&c.WitnessQuorum, "witness-quorum", c.WitnessQuorum, "witness cosignatures trust.json requires (-1: all configured witnesses)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "listener for Prometheus /metrics, /healthz and /readyz; empty disables it")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the embedded SQLite database (created 0700)")
 	fs.BoolVar(&c.KubernetesAuth, "kubernetes-auth", c.KubernetesAuth, "serve POST /v1/auth/kubernetes (needs Kubernetes credentials)")
@@ -187,6 +218,15 @@ func (c *ServeConfig) Validate() error {
 	}
 	if c.KubernetesQPS <= 0 || c.KubernetesBurst <= 0 || c.ExchangeConcurrency <= 0 || c.ExchangeQueueTimeout <= 0 {
 		errs = append(errs, errors.New("--kubernetes-qps, --kubernetes-burst, --exchange-concurrency and --exchange-queue-timeout must be positive"))
+	}
+	if _, err := c.witnesses(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.SignerIdle <= 0 {
+		errs = append(errs, errors.New("--signer-idle must be positive"))
+	}
+	if c.WitnessQuorum > len(c.Witnesses) {
+		errs = append(errs, fmt.Errorf("--witness-quorum %d exceeds the %d witnesses configured", c.WitnessQuorum, len(c.Witnesses)))
 	}
 	if c.ReadTimeout <= 0 {
 		errs = append(errs, errors.New("--read-timeout must be positive"))

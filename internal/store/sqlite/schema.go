@@ -19,4 +19,9 @@ var migrations = []string{
 	memorySchema,
 	// 3: model gateway.
 	gatewaySchema,
+	// 4: witness: the latest tree cosigned per log origin.
+	witnessSchema,
+	// 5: signer: the log's leaves and stored hashes, runs, calls, args
+	// salts, approvals, checkpoints, policy snapshots.
+	signerSchema,
 }

@@ -1,0 +1,66 @@
+// Package signer is custody's signer service: it decides each agent tool
+// call by policy and writes a signed, append-only record of every call and
+// decision that can be exported as a bundle and verified offline with the
+// public verify package (whose doc states the record, checkpoint, bundle
+// and trust.json formats this package writes).
+//
+// # Log
+//
+// Records are the leaves of one RFC 6962 Merkle tree kept in a [Store]
+// (leaves plus golang.org/x/mod/sumdb/tlog stored hashes). Every append goes
+// through one group committer: it takes up to Options.MaxBatch queued
+// calls, checks and signs them in queue order (so the records of a run form
+// one linear chain however many calls race), writes them in one write
+// transaction, and acknowledges each caller only after the commit is
+// durable. Records are signed with the log's Ed25519 note key
+// (Options.KeyFile, created if missing). Checkpoints (C2SP signed notes)
+// are signed every Options.CheckpointInterval when the tree grew, at every
+// run close, on Export when needed and on Close, sent to Options.Witnesses
+// and stored with their cosignatures. A witness holding a larger tree than
+// the signer (a restored backup) makes the signer record
+// log.rollback_detected in the run "_log" and refuse writes (503
+// log_rollback) until [Signer.AcknowledgeRollback].
+//
+// # Agent API
+//
+// [Signer.Handler] serves, behind apikey's Middleware; only the run's own
+// tenant and agent may use a run (403 forbidden otherwise):
+//
+//	POST /v1/signer/runs                                 201 RunInfo
+//	POST /v1/signer/runs/{run}/decide          {call_id, tool, args}         200 DecideResponse
+//	POST /v1/signer/runs/{run}/complete        {call_id, outcome}            200 {index, run_seq}
+//	POST /v1/signer/runs/{run}/model-events    {event, provider?, model?, request_id?, stop_reason?, input_tokens?, output_tokens?}  200 {index, run_seq}
+//	POST /v1/signer/runs/{run}/close                                          200 {index, run_seq}
+//	GET  /v1/signer/runs/{run}/status                                         200 RunInfo
+//	POST /v1/signer/runs/{run}/approvals       {call_id, tool, args}         201 ApprovalInfo
+//	GET  /v1/signer/runs/{run}/approvals/{id}?wait=30s                       200 ApprovalInfo
+//	POST /v1/signer/runs/{run}/approvals/{id}/consume  {args}                200 ApprovalInfo
+//
+// Errors are {"error": code, "message": text}: 400 bad_request, 401
+// unauthenticated, 403 forbidden, 404 not_found, 409 run_closed (the call
+// was recorded as call.refused in "_log"), 409 duplicate_call, 409 not_ask,
+// approval_pending, approval_denied, approval_consumed, args_mismatch, 410
+// approval_expired (each approval refusal is recorded as approval.refused),
+// 503 log_rollback or unavailable. [Signer.AdminHandler] serves the
+// operator API.
+//
+// # Records written
+//
+//	run.registered     {identity: {method, service_account, tenant, agent, session, pod_uid, sandbox, sandbox_uid, claim_uid, attested}, isolation: "remote"}
+//	call.decided       {call_id, tool, args_commitment, effect, rule_ids, policy_hash, default?}
+//	call.completed     {call_id, outcome}
+//	model.event        {event, provider?, model?, request_id?, stop_reason?, input_tokens?, output_tokens?}
+//	approval.requested {approval_id, call_id, tool, args_commitment, expires_at}
+//	approval.resolved  {approval_id, call_id, decision: approve|deny}
+//	approval.consumed  {approval_id, call_id, args_commitment}
+//	approval.refused   {approval_id?, call_id, reason, args_commitment?}
+//	run.closing        {reason: closed|idle_timeout}
+//	call.refused       (run "_log") {run, operation, reason: "run_closed", tenant, agent, session}
+//	log.rollback_detected (run "_log") {witness_size, log_size}
+//
+// Args are never stored: a record carries verify.CommitArgs over a fresh
+// 32-byte salt, which the signer keeps ([Signer.RevealSalt]) so one
+// record's commitment can be opened later. policy_hash is verify.PolicyHash
+// of the tenant's policy file ("<PolicyDir>/<tenant>.yaml", re-read when it
+// changes), whose snapshot is stored and bundled.
+package signer

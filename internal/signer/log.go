@@ -1,0 +1,359 @@
+package signer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/agentcustody/custody/verify"
+)
+
+// appendReq is one caller's work for the group committer. fn runs on the
+// committer goroutine with s.mu held, in queue order, so that a check and
+// the records that depend on it (the run is open; the approval is
+// unconsumed) are one step. Records fn appends are committed even when fn
+// returns an error (a refusal that is recorded); the caller gets fn's
+// error only after the commit, or the commit's error.
+type appendReq struct {
+	fn   func(t *txn) error
+	err  error
+	done chan struct{}
+}
+
+// txn is the batch being built by the committer.
+type txn struct {
+	s     *Signer
+	b     Batch
+	now   time.Time
+	after []func() // run after the commit, with s.mu held
+}
+
+// submit queues fn and waits until its batch is durable.
+func (s *Signer) submit(ctx context.Context, fn func(t *txn) error) error {
+	r := &appendReq{fn: fn, done: make(chan struct{})}
+	s.qmu.RLock()
+	if s.stopping {
+		s.qmu.RUnlock()
+		return ErrClosed
+	}
+	select {
+	case s.reqs <- r:
+	case <-ctx.Done():
+		s.qmu.RUnlock()
+		return ctx.Err()
+	}
+	s.qmu.RUnlock()
+	<-r.done // once queued, the outcome is decided by the committer
+	return r.err
+}
+
+// appendLoop is the group committer: it takes up to MaxBatch queued
+// requests, runs them, commits their records in one transaction and then
+// acknowledges them. Requests that arrive during a commit form the next
+// batch.
+func (s *Signer) appendLoop() {
+	defer close(s.loopDone)
+	batch := make([]*appendReq, 0, s.opts.MaxBatch)
+	t := &txn{s: s}
+	for {
+		batch = batch[:0]
+		select {
+		case r := <-s.reqs:
+			batch = append(batch, r)
+		case <-s.stop:
+			// Commit what is queued, then stop.
+			for {
+				select {
+				case r := <-s.reqs:
+					batch = append(batch, r)
+					if len(batch) < s.opts.MaxBatch {
+						continue
+					}
+				default:
+				}
+				if len(batch) == 0 {
+					return
+				}
+				s.runBatch(t, batch)
+				batch = batch[:0]
+			}
+		}
+	fill:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case r := <-s.reqs:
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		s.runBatch(t, batch)
+	}
+}
+
+func (s *Signer) runBatch(t *txn, batch []*appendReq) {
+	t.b.reset()
+	t.after = t.after[:0]
+	t.now = s.opts.Now()
+	s.mu.Lock()
+	for _, r := range batch {
+		r.err = r.fn(t)
+	}
+	s.mu.Unlock()
+	var err error
+	if len(t.b.Leaves) > 0 || len(t.b.Approvals) > 0 || len(t.b.Meta) > 0 {
+		err = s.store.AppendBatch(context.Background(), &t.b)
+	}
+	s.mu.Lock()
+	if err != nil {
+		s.log.Error("group commit failed; reloading state from the store", "err", err, "records", len(t.b.Leaves))
+		if lerr := s.load(context.Background()); lerr != nil {
+			s.log.Error("reload failed; refusing writes", "err", lerr)
+			s.closed = true
+		}
+		for _, r := range batch {
+			r.err = fmt.Errorf("commit: %w", err)
+		}
+	} else {
+		// Keep only the frontier of the new size.
+		keep := map[int64]tlog.Hash{}
+		for _, x := range frontier(s.size) {
+			keep[x] = s.hashes[x]
+		}
+		s.hashes = keep
+		root, herr := tlog.TreeHash(s.size, s.memReader())
+		if herr == nil {
+			s.head = treeHead{s.size, root}
+		} else {
+			s.log.Error("tree hash", "err", herr)
+		}
+		for _, f := range t.after {
+			f()
+		}
+	}
+	s.mu.Unlock()
+	for _, r := range batch {
+		close(r.done)
+	}
+}
+
+// append signs the next record of rs and adds it to the batch. State
+// changes only when it succeeds.
+func (t *txn) append(rs *runState, typ string, body map[string]any) (Leaf, error) {
+	s := t.s
+	if s.closed {
+		return Leaf{}, ErrClosed
+	}
+	if s.rollback && typ != verify.TypeRollbackDetected {
+		return Leaf{}, ErrLogRollback
+	}
+	rec := &verify.Record{
+		Log: s.opts.Origin, Index: s.size, Run: rs.row.ID, RunSeq: rs.seq, Prev: rs.prev,
+		Type: typ, Time: t.now, Body: body,
+	}
+	raw, err := verify.SignRecord(rec, s.signer)
+	if err != nil {
+		return Leaf{}, fmt.Errorf("sign %s record: %w", typ, err)
+	}
+	hs, err := tlog.StoredHashes(s.size, raw, s.memReader())
+	if err != nil {
+		return Leaf{}, fmt.Errorf("stored hashes: %w", err)
+	}
+	base := tlog.StoredHashCount(s.size)
+	for i, h := range hs {
+		s.hashes[base+int64(i)] = h
+		t.b.Hashes = append(t.b.Hashes, IndexedHash{Index: base + int64(i), Hash: h})
+	}
+	l := Leaf{Index: s.size, Run: rs.row.ID, RunSeq: rs.seq, Type: typ, Record: raw}
+	t.b.Leaves = append(t.b.Leaves, l)
+	s.size++
+	rs.seq++
+	rs.prev = verify.ChainHash(raw)
+	return l, nil
+}
+
+// Checkpoint signs a checkpoint of the committed tree if it grew since the
+// latest stored one, sends it to the witnesses and stores it with their
+// cosignatures. It returns the latest checkpoint.
+func (s *Signer) Checkpoint(ctx context.Context) (CheckpointRow, error) {
+	s.cpMu.Lock()
+	defer s.cpMu.Unlock()
+	s.mu.Lock()
+	head := s.head
+	s.mu.Unlock()
+	latest, err := s.store.LatestCheckpoint(ctx)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return latest, fmt.Errorf("checkpoint: %w", err)
+	}
+	if err == nil && latest.Size >= head.size && !(len(s.opts.Witnesses) > 0 && latest.Size == head.size && !s.witnessesAt(head.size)) {
+		return latest, nil
+	}
+	if head.size == 0 {
+		return CheckpointRow{}, fmt.Errorf("checkpoint: %w: empty log", ErrNotFound)
+	}
+	text, err := verify.FormatCheckpoint(verify.Checkpoint{Origin: s.opts.Origin, TreeSize: head.size, Root: head.root})
+	if err != nil {
+		return CheckpointRow{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	signed, err := note.Sign(&note.Note{Text: string(text)}, s.signer)
+	if err != nil {
+		return CheckpointRow{}, fmt.Errorf("checkpoint: sign: %w", err)
+	}
+	out := append([]byte(nil), signed...)
+	var rollback int64 = -1
+	for i, w := range s.opts.Witnesses {
+		cosig, ws, err := s.addToWitness(ctx, i, w, head.size, signed)
+		if err != nil {
+			if ws > head.size {
+				rollback = ws
+			}
+			s.log.WarnContext(ctx, "witness refused checkpoint", "witness", i, "size", head.size, "witness_size", ws, "err", err)
+			continue
+		}
+		s.wsize[i] = head.size
+		if len(cosig) > 0 && !bytes.HasSuffix(cosig, []byte("\n")) {
+			cosig = append(cosig, '\n')
+		}
+		out = append(out, cosig...)
+	}
+	row := CheckpointRow{Size: head.size, Note: out, CreatedAt: s.opts.Now()}
+	if err := s.store.PutCheckpoint(ctx, row); err != nil {
+		return CheckpointRow{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	if rollback >= 0 {
+		return row, s.detectRollback(ctx, rollback, head.size)
+	}
+	return row, nil
+}
+
+// witnessesAt reports whether every witness has cosigned size.
+func (s *Signer) witnessesAt(size int64) bool {
+	for _, ws := range s.wsize {
+		if ws != size {
+			return false
+		}
+	}
+	return true
+}
+
+// addToWitness sends signed to witness i, retrying once from the size the
+// witness reports holding. It returns the cosignature lines, or the
+// witness's size (-1 if unknown) and the error.
+func (s *Signer) addToWitness(ctx context.Context, i int, w Witness, size int64, signed []byte) ([]byte, int64, error) {
+	old := s.wsize[i]
+	for attempt := 0; ; attempt++ {
+		var proof tlog.TreeProof
+		if old > 0 && old < size {
+			p, err := tlog.ProveTree(size, old, s.storeReader(ctx))
+			if err != nil {
+				return nil, -1, fmt.Errorf("consistency proof %d→%d: %w", old, size, err)
+			}
+			proof = p
+		}
+		cosig, err := w.AddCheckpoint(ctx, old, proof, signed)
+		if err == nil {
+			return cosig, size, nil
+		}
+		ws, ok := s.opts.WitnessSize(err)
+		if !ok {
+			return nil, -1, err
+		}
+		if ws > size || ws == old || attempt > 0 {
+			return nil, ws, err
+		}
+		old = ws
+	}
+}
+
+// detectRollback records log.rollback_detected in "_log" and refuses
+// writes from then on (persisted) until [Signer.AcknowledgeRollback].
+func (s *Signer) detectRollback(ctx context.Context, witnessSize, logSize int64) error {
+	if s.RollbackDetected() {
+		return ErrLogRollback
+	}
+	s.log.ErrorContext(ctx, "log rollback detected: a witness holds a larger tree; refusing writes",
+		"witness_size", witnessSize, "log_size", logSize)
+	meta, _ := json.Marshal(map[string]int64{"witness_size": witnessSize, "log_size": logSize})
+	err := s.submit(ctx, func(t *txn) error {
+		if s.rollback {
+			return nil
+		}
+		s.rollback = true
+		if _, err := t.append(s.logRun, verify.TypeRollbackDetected, map[string]any{
+			"witness_size": witnessSize, "log_size": logSize,
+		}); err != nil {
+			s.rollback = false
+			return err
+		}
+		t.b.Meta = map[string]string{metaRollback: string(meta)}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record rollback: %w", err)
+	}
+	return ErrLogRollback
+}
+
+// AcknowledgeRollback lets writes resume after an operator has dealt with
+// a detected rollback (restored the log or accepted the fork).
+func (s *Signer) AcknowledgeRollback(ctx context.Context) error {
+	return s.submit(ctx, func(t *txn) error {
+		if !s.rollback {
+			return nil
+		}
+		s.rollback = false
+		if _, err := t.append(s.logRun, "log.rollback_acknowledged", map[string]any{}); err != nil {
+			s.rollback = true
+			return err
+		}
+		t.b.Meta = map[string]string{metaRollback + "_acknowledged_at": strconv.FormatInt(t.now.UnixMilli(), 10)}
+		return nil
+	})
+}
+
+// RollbackDetected reports whether writes are refused because of a
+// detected rollback.
+func (s *Signer) RollbackDetected() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rollback
+}
+
+func (s *Signer) checkpointLoop() {
+	defer s.bgWG.Done()
+	tk := time.NewTicker(s.opts.CheckpointInterval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tk.C:
+			if _, err := s.Checkpoint(context.Background()); err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLogRollback) {
+				s.log.Warn("periodic checkpoint failed", "err", err)
+			}
+		}
+	}
+}
+
+func (s *Signer) idleLoop() {
+	defer s.bgWG.Done()
+	tk := time.NewTicker(s.opts.IdleCheckInterval)
+	defer tk.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-tk.C:
+			if _, err := s.CloseIdle(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
+				s.log.Warn("idle close failed", "err", err)
+			}
+		}
+	}
+}

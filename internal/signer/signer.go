@@ -1,0 +1,478 @@
+package signer
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"github.com/agentcustody/custody/internal/policy"
+	"github.com/agentcustody/custody/verify"
+)
+
+// Witness is a C2SP tlog-witness client: it sends a signed checkpoint with a
+// consistency proof from oldSize (the size the witness last cosigned; 0 and
+// an empty proof for a witness that holds nothing) and returns the
+// witness's cosignature lines ("— name base64\n"…). It must be safe for
+// concurrent use. When the witness holds another size than oldSize it
+// returns an error from which [Options.WitnessSize] extracts that size.
+type Witness interface {
+	AddCheckpoint(ctx context.Context, oldSize int64, proof tlog.TreeProof, signed []byte) ([]byte, error)
+}
+
+// Options configure a [Signer]. Zero values take the documented defaults.
+type Options struct {
+	// Store persists the log; required.
+	Store Store
+	// KeyFile is the path of the log's note signing key
+	// ("PRIVATE+KEY+<origin>+…"); created with mode 0600 if missing.
+	// Required.
+	KeyFile string
+	// Origin is the log's origin (checkpoint first line and key name).
+	// Default "custody.local/log". An existing key of another name is an
+	// error.
+	Origin string
+	// Engine decides calls. Default policy.New(policy.Options{}) (built-in
+	// rules, default effect deny).
+	Engine *policy.Engine
+	// PolicyDir holds one policy file per tenant, "<dir>/<tenant>.yaml",
+	// re-read when its size or modification time changes. Empty, or a
+	// missing file: the tenant has no rules of its own.
+	PolicyDir string
+	// IdleTimeout closes a run with no calls for this long (run.closing
+	// reason idle_timeout); the clock is paused while an approval is
+	// pending. Default 1h (idle_s 3600).
+	IdleTimeout time.Duration
+	// IdleCheckInterval is how often idle runs are looked for. Default
+	// IdleTimeout/10, at most 10s.
+	IdleCheckInterval time.Duration
+	// ApprovalTTL is how long an approval can be approved and consumed
+	// after it was requested. Default 1h.
+	ApprovalTTL time.Duration
+	// CheckpointInterval is how often a checkpoint is signed when the tree
+	// grew. Default 10s. Checkpoints are also signed at every run close,
+	// on Export when needed, and on Close.
+	CheckpointInterval time.Duration
+	// Witnesses get every new checkpoint; their cosignatures are kept with
+	// it. A witness that holds a larger tree than the signer makes the
+	// signer record log.rollback_detected and refuse writes.
+	Witnesses []Witness
+	// WitnessSize extracts the tree size a witness reports holding from
+	// its AddCheckpoint error (a C2SP tlog-witness 409 Conflict). Default:
+	// errors.As to an error with a method WitnessTreeSize() int64.
+	WitnessSize func(error) (int64, bool)
+	// TrustedWitnesses and WitnessQuorum go into [Signer.Trust].
+	TrustedWitnesses []verify.TrustedWitness
+	WitnessQuorum    int
+	// MaxBatch is the most appends one group commit writes. Default 256.
+	MaxBatch int
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Log receives the signer's logs. Default slog.Default().
+	Log *slog.Logger
+}
+
+// DefaultOrigin is the log's origin unless configured.
+const DefaultOrigin = "custody.local/log"
+
+// WitnessSizeError is what the default [Options.WitnessSize] looks for.
+type WitnessSizeError interface {
+	error
+	WitnessTreeSize() int64
+}
+
+func defaultWitnessSize(err error) (int64, bool) {
+	var e WitnessSizeError
+	if errors.As(err, &e) {
+		return e.WitnessTreeSize(), true
+	}
+	return 0, false
+}
+
+// Signer is the signer service. It is safe for concurrent use.
+type Signer struct {
+	opts   Options
+	store  Store
+	log    *slog.Logger
+	engine *policy.Engine
+	signer note.Signer
+	vkey   string
+	pub    ed25519.PublicKey
+	keyID  string
+
+	reqs     chan *appendReq
+	stop     chan struct{}
+	loopDone chan struct{}
+	bgWG     sync.WaitGroup
+	closeMu  sync.Once
+	qmu      sync.RWMutex // held shared while queueing; exclusively to stop queueing
+	stopping bool
+
+	mu       sync.Mutex // guards the fields below, and runs' contents
+	size     int64
+	hashes   map[int64]tlog.Hash // tlog frontier and this batch's new hashes; appender only
+	head     treeHead            // committed tree
+	runs     map[string]*runState
+	rollback bool
+	closed   bool
+
+	cpMu   sync.Mutex // serializes checkpoints; guards wsize
+	wsize  []int64
+	pols   policyCache
+	logRun *runState
+}
+
+type treeHead struct {
+	size int64
+	root tlog.Hash
+}
+
+type runState struct {
+	row          RunRow
+	seq          int64  // next run_seq
+	prev         string // ChainHash of the last record
+	lastActivity time.Time
+	closed       bool
+	calls        map[string]*callState
+	approvals    map[string]*approval
+}
+
+type callState struct {
+	row  CallRow
+	salt []byte
+}
+
+type approval struct {
+	row     ApprovalRow
+	salt    []byte
+	changed chan struct{} // closed and replaced on every state change
+}
+
+// New opens the signer: it loads or creates the key, loads the log state,
+// syncs with the witnesses (detecting a rollback), and starts the group
+// committer, the idle closer and the periodic checkpointer. Close stops them.
+func New(ctx context.Context, opts Options) (*Signer, error) {
+	if opts.Store == nil || opts.KeyFile == "" {
+		return nil, errors.New("signer: Store and KeyFile are required")
+	}
+	if opts.IdleTimeout < 0 || opts.ApprovalTTL < 0 || opts.CheckpointInterval < 0 || opts.MaxBatch < 0 || opts.IdleCheckInterval < 0 {
+		return nil, errors.New("signer: negative option")
+	}
+	if opts.Origin == "" {
+		opts.Origin = DefaultOrigin
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = time.Hour
+	}
+	if opts.IdleCheckInterval == 0 {
+		opts.IdleCheckInterval = min(opts.IdleTimeout/10, 10*time.Second)
+	}
+	if opts.ApprovalTTL == 0 {
+		opts.ApprovalTTL = time.Hour
+	}
+	if opts.CheckpointInterval == 0 {
+		opts.CheckpointInterval = 10 * time.Second
+	}
+	if opts.MaxBatch == 0 {
+		opts.MaxBatch = 256
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	if opts.WitnessSize == nil {
+		opts.WitnessSize = defaultWitnessSize
+	}
+	opts.Witnesses = append([]Witness(nil), opts.Witnesses...)
+	opts.TrustedWitnesses = append([]verify.TrustedWitness(nil), opts.TrustedWitnesses...)
+	if opts.Engine == nil {
+		e, err := policy.New(policy.Options{Log: opts.Log})
+		if err != nil {
+			return nil, fmt.Errorf("signer: %w", err)
+		}
+		opts.Engine = e
+	}
+	s := &Signer{
+		opts: opts, store: opts.Store, engine: opts.Engine,
+		log:      opts.Log.With("service", "signer"),
+		reqs:     make(chan *appendReq, 4096),
+		stop:     make(chan struct{}),
+		loopDone: make(chan struct{}),
+		wsize:    make([]int64, len(opts.Witnesses)),
+		pols:     policyCache{dir: opts.PolicyDir, entries: map[string]*policyEntry{}},
+	}
+	if err := s.loadKey(); err != nil {
+		return nil, err
+	}
+	if err := s.load(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := s.store.Meta(ctx, metaRollback); err == nil {
+		s.rollback = true
+	} else if !errors.Is(err, ErrNotFound) {
+		return nil, fmt.Errorf("signer: %w", err)
+	}
+	go s.appendLoop()
+	if len(opts.Witnesses) > 0 && s.head.size > 0 {
+		if _, err := s.Checkpoint(ctx); err != nil && !errors.Is(err, ErrLogRollback) {
+			s.log.WarnContext(ctx, "start-up checkpoint failed", "err", err)
+		}
+	}
+	s.bgWG.Add(2)
+	go s.idleLoop()
+	go s.checkpointLoop()
+	return s, nil
+}
+
+const metaRollback = "rollback"
+
+// loadKey reads or creates the note signing key.
+func (s *Signer) loadKey() error {
+	raw, err := os.ReadFile(s.opts.KeyFile)
+	if errors.Is(err, os.ErrNotExist) {
+		skey, _, gerr := note.GenerateKey(rand.Reader, s.opts.Origin)
+		if gerr != nil {
+			return fmt.Errorf("signer: generate key: %w", gerr)
+		}
+		if err := os.MkdirAll(filepath.Dir(s.opts.KeyFile), 0o700); err != nil {
+			return fmt.Errorf("signer: key directory: %w", err)
+		}
+		f, err := os.OpenFile(s.opts.KeyFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err != nil {
+			return fmt.Errorf("signer: create key: %w", err)
+		}
+		_, err = f.WriteString(skey + "\n")
+		if err == nil {
+			err = f.Sync()
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("signer: write key: %w", err)
+		}
+		raw = []byte(skey)
+	} else if err != nil {
+		return fmt.Errorf("signer: read key: %w", err)
+	}
+	skey := strings.TrimSpace(string(raw))
+	sg, err := note.NewSigner(skey)
+	if err != nil {
+		return fmt.Errorf("signer: key %s: %w", s.opts.KeyFile, err)
+	}
+	if sg.Name() != s.opts.Origin {
+		return fmt.Errorf("signer: key %s is for %q, origin is %q", s.opts.KeyFile, sg.Name(), s.opts.Origin)
+	}
+	// "PRIVATE+KEY+<name>+<hash>+<base64(0x01 || seed)>"; base64 may hold '+'.
+	prefix := "PRIVATE+KEY+" + sg.Name() + "+"
+	seed, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(skey, prefix)[9:])
+	if err != nil || len(seed) != 1+ed25519.SeedSize {
+		return fmt.Errorf("signer: key %s: malformed", s.opts.KeyFile)
+	}
+	s.pub = ed25519.NewKeyFromSeed(seed[1:]).Public().(ed25519.PublicKey)
+	s.vkey, err = note.NewEd25519VerifierKey(s.opts.Origin, s.pub)
+	if err != nil {
+		return fmt.Errorf("signer: verifier key: %w", err)
+	}
+	s.signer = sg
+	s.keyID = verify.KeyID(s.opts.Origin, s.pub)
+	return nil
+}
+
+// load (re)builds the in-memory state from the store: the tree size and
+// frontier, the open runs with their calls and approvals, and "_log".
+// Callers hold s.mu or are New.
+func (s *Signer) load(ctx context.Context) error {
+	size, err := s.store.TreeSize(ctx)
+	if err != nil {
+		return fmt.Errorf("signer: load: %w", err)
+	}
+	s.size = size
+	s.hashes = map[int64]tlog.Hash{}
+	idx := frontier(size)
+	hs, err := s.store.ReadHashes(ctx, idx)
+	if err != nil {
+		return fmt.Errorf("signer: load frontier: %w", err)
+	}
+	for i, x := range idx {
+		s.hashes[x] = hs[i]
+	}
+	root, err := tlog.TreeHash(size, s.memReader())
+	if err != nil {
+		return fmt.Errorf("signer: load tree hash: %w", err)
+	}
+	s.head = treeHead{size, root}
+	s.runs = map[string]*runState{}
+	s.logRun = &runState{row: RunRow{ID: verify.LogRun}}
+	if err := s.loadChain(ctx, s.logRun); err != nil {
+		return err
+	}
+	rows, err := s.store.OpenRuns(ctx)
+	if err != nil {
+		return fmt.Errorf("signer: load: %w", err)
+	}
+	for _, row := range rows {
+		rs := &runState{row: row, calls: map[string]*callState{}, approvals: map[string]*approval{}}
+		if err := s.loadChain(ctx, rs); err != nil {
+			return err
+		}
+		calls, err := s.store.Calls(ctx, row.ID)
+		if err != nil {
+			return fmt.Errorf("signer: load: %w", err)
+		}
+		for _, c := range calls {
+			salt, err := s.store.Salt(ctx, c.Index)
+			if err != nil {
+				return fmt.Errorf("signer: load salt %d: %w", c.Index, err)
+			}
+			rs.calls[c.CallID] = &callState{row: c, salt: salt}
+		}
+		aps, err := s.store.Approvals(ctx, row.ID)
+		if err != nil {
+			return fmt.Errorf("signer: load: %w", err)
+		}
+		for _, a := range aps {
+			salt, err := s.store.Salt(ctx, a.Index)
+			if err != nil {
+				return fmt.Errorf("signer: load salt %d: %w", a.Index, err)
+			}
+			rs.approvals[a.ID] = &approval{row: a, salt: salt, changed: make(chan struct{})}
+		}
+		s.runs[row.ID] = rs
+	}
+	return nil
+}
+
+// loadChain sets rs's next run_seq, prev and last activity from its last
+// record.
+func (s *Signer) loadChain(ctx context.Context, rs *runState) error {
+	l, err := s.store.LastLeaf(ctx, rs.row.ID)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("signer: load run %s: %w", rs.row.ID, err)
+	}
+	rec, err := verify.ParseRecord(l.Record)
+	if err != nil {
+		return fmt.Errorf("signer: load run %s: %w", rs.row.ID, err)
+	}
+	rs.seq = l.RunSeq + 1
+	rs.prev = verify.ChainHash(l.Record)
+	rs.lastActivity = rec.Time
+	return nil
+}
+
+// frontier returns the tlog storage indexes of the roots of the perfect
+// subtrees that make up a tree of size n: what tlog.TreeHash(n) and
+// tlog.StoredHashes(n, …) read. At most log₂ n indexes.
+func frontier(n int64) []int64 {
+	var idx []int64
+	var start int64
+	for l := 62; l >= 0; l-- {
+		if n&(1<<l) != 0 {
+			idx = append(idx, tlog.StoredHashIndex(l, start>>l))
+			start += 1 << l
+		}
+	}
+	return idx
+}
+
+// memReader reads s.hashes, falling back to the store.
+func (s *Signer) memReader() tlog.HashReader {
+	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(idx))
+		var miss []int64
+		for i, x := range idx {
+			h, ok := s.hashes[x]
+			if !ok {
+				miss = append(miss, x)
+				continue
+			}
+			out[i] = h
+		}
+		if len(miss) > 0 {
+			hs, err := s.store.ReadHashes(context.Background(), miss)
+			if err != nil {
+				return nil, err
+			}
+			j := 0
+			for i, x := range idx {
+				if _, ok := s.hashes[x]; !ok {
+					out[i] = hs[j]
+					j++
+				}
+			}
+		}
+		return out, nil
+	})
+}
+
+// storeReader reads committed hashes from the store.
+func (s *Signer) storeReader(ctx context.Context) tlog.HashReader {
+	return tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) {
+		return s.store.ReadHashes(ctx, idx)
+	})
+}
+
+// Close stops the background goroutines, commits what is queued, signs a
+// final checkpoint and returns. It does not close the Store.
+func (s *Signer) Close() error {
+	var err error
+	s.closeMu.Do(func() {
+		s.qmu.Lock()
+		s.stopping = true
+		s.qmu.Unlock()
+		close(s.stop)
+		s.bgWG.Wait()
+		<-s.loopDone
+		if _, cerr := s.Checkpoint(context.Background()); cerr != nil && !errors.Is(cerr, ErrLogRollback) {
+			err = cerr
+		}
+	})
+	return err
+}
+
+// Trust returns trust.json for this log: its key and origin, the trusted
+// witnesses and the quorum.
+func (s *Signer) Trust() verify.Trust {
+	k, err := verify.NewTrustKey(s.vkey)
+	if err != nil {
+		panic(err) // s.vkey was made by note.NewEd25519VerifierKey
+	}
+	return verify.Trust{
+		Version:       verify.TrustVersion,
+		Log:           verify.TrustLog{Origin: s.opts.Origin, Keys: []verify.TrustKey{k}},
+		Witnesses:     append([]verify.TrustedWitness{}, s.opts.TrustedWitnesses...),
+		WitnessQuorum: s.opts.WitnessQuorum,
+	}
+}
+
+// VerifierKey is the log key's note verifier key.
+func (s *Signer) VerifierKey() string { return s.vkey }
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func newSalt() []byte {
+	b := make([]byte, verify.ArgsSaltSize)
+	rand.Read(b)
+	return b
+}

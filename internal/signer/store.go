@@ -1,0 +1,152 @@
+package signer
+
+import (
+	"context"
+	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// Store persists the signer's log and the state beside it. The SQLite
+// implementation is internal/store/sqlite.
+//
+// Consistency: [Store.AppendBatch] is the only write to the log and runs,
+// calls, salts and approvals; it commits all of a batch or nothing in one
+// write transaction, and returns only once the transaction is durable. The
+// signer calls it from one goroutine at a time. Reads may run concurrently
+// with it and see either all of a batch or none of it. Lookups of a missing
+// row return [ErrNotFound] (wrapped or not).
+type Store interface {
+	// AppendBatch commits b atomically and durably.
+	AppendBatch(ctx context.Context, b *Batch) error
+	// ReadHashes returns the tlog stored hashes at the given storage
+	// indexes (tlog.StoredHashIndex), in order. It is a tlog.HashReader.
+	ReadHashes(ctx context.Context, indexes []int64) ([]tlog.Hash, error)
+	// TreeSize is the number of leaves.
+	TreeSize(ctx context.Context) (int64, error)
+	// RunLeaves returns a run's leaves in run_seq order.
+	RunLeaves(ctx context.Context, run string) ([]Leaf, error)
+	// LastLeaf returns a run's leaf with the highest run_seq.
+	LastLeaf(ctx context.Context, run string) (Leaf, error)
+	// Run returns one run.
+	Run(ctx context.Context, id string) (RunRow, error)
+	// OpenRuns returns the runs without a closing reason.
+	OpenRuns(ctx context.Context) ([]RunRow, error)
+	// Calls returns a run's decided calls.
+	Calls(ctx context.Context, run string) ([]CallRow, error)
+	// Approvals returns every approval of a run.
+	Approvals(ctx context.Context, run string) ([]ApprovalRow, error)
+	// Approval returns one approval.
+	Approval(ctx context.Context, id string) (ApprovalRow, error)
+	// Salt returns the args salt of the record at a leaf index.
+	Salt(ctx context.Context, index int64) ([]byte, error)
+	// PutCheckpoint stores a signed checkpoint note for a tree size,
+	// replacing the note stored for that size (to add cosignatures).
+	PutCheckpoint(ctx context.Context, c CheckpointRow) error
+	// LatestCheckpoint returns the checkpoint of the largest tree size.
+	LatestCheckpoint(ctx context.Context) (CheckpointRow, error)
+	// PutPolicy stores a policy snapshot by its hash (idempotent).
+	PutPolicy(ctx context.Context, hash string, snapshot []byte) error
+	// Policy returns a policy snapshot by hash.
+	Policy(ctx context.Context, hash string) ([]byte, error)
+	// Meta returns a value set with [Batch.Meta].
+	Meta(ctx context.Context, name string) (string, error)
+}
+
+// Leaf is one record of the log.
+type Leaf struct {
+	Index  int64  // leaf index (RFC 6962 leaf number), from 0, no gaps
+	Run    string // run id, or verify.LogRun
+	RunSeq int64  // position in the run, from 0, no gaps
+	Type   string // record type
+	Record []byte // canonical signed record (verify.CanonicalRecord)
+}
+
+// IndexedHash is one tlog stored hash at its storage index.
+type IndexedHash struct {
+	Index int64
+	Hash  tlog.Hash
+}
+
+// Salt is the args salt of the record at a leaf index, kept so that the
+// record's args commitment can be opened later.
+type Salt struct {
+	Index int64
+	Salt  []byte
+}
+
+// RunRow is a registered run. Identity is the JSON of the identity the
+// run.registered record carries.
+type RunRow struct {
+	ID           string
+	Tenant       string
+	Agent        string
+	Session      string
+	Identity     []byte
+	CreatedAt    time.Time
+	ClosedReason string // "" while open
+}
+
+// RunClose closes a run.
+type RunClose struct {
+	ID     string
+	Reason string
+}
+
+// CallRow is a decided call.
+type CallRow struct {
+	Run        string
+	CallID     string
+	Tool       string
+	Effect     string
+	Index      int64  // leaf index of its call.decided record
+	Commitment string // the record's args_commitment
+}
+
+// Approval states.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalDenied   = "denied"
+	ApprovalConsumed = "consumed"
+)
+
+// ApprovalRow is an approval request and its state.
+type ApprovalRow struct {
+	ID         string
+	Run        string
+	CallID     string
+	Tool       string
+	Index      int64  // leaf index of its approval.requested record
+	Commitment string // args commitment of the approval.requested record
+	CreatedAt  time.Time
+	ExpiresAt  time.Time
+	State      string    // ApprovalPending, …
+	ResolvedAt time.Time // zero while pending
+}
+
+// CheckpointRow is a signed checkpoint note with any cosignatures.
+type CheckpointRow struct {
+	Size      int64
+	Note      []byte
+	CreatedAt time.Time
+}
+
+// Batch is what one group commit writes.
+type Batch struct {
+	Leaves     []Leaf
+	Hashes     []IndexedHash
+	Salts      []Salt
+	NewRuns    []RunRow
+	ClosedRuns []RunClose
+	Calls      []CallRow     // inserted
+	Approvals  []ApprovalRow // inserted or replaced by ID
+	Meta       map[string]string
+}
+
+func (b *Batch) reset() {
+	*b = Batch{
+		Leaves: b.Leaves[:0], Hashes: b.Hashes[:0], Salts: b.Salts[:0],
+		NewRuns: b.NewRuns[:0], ClosedRuns: b.ClosedRuns[:0], Calls: b.Calls[:0], Approvals: b.Approvals[:0],
+	}
+}
