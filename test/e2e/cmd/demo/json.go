@@ -51,3 +51,11 @@ func countMemories(r fixture.Response) int {
 	_ = json.Unmarshal(r.Body, &b)
 	return len(b.Memories)
 }
+
+func jsonStrings(r fixture.Response, name string) []string {
+	var m map[string]json.RawMessage
+	_ = json.Unmarshal(r.Body, &m)
+	var out []string
+	_ = json.Unmarshal(m[name], &out)
+	return out
+}

@@ -54,6 +54,11 @@ func run(ctx context.Context) int {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}
+	root, err := fixture.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
 	kc := filepath.Join(dir, "custody.kubeconfig")
 	if err := env.CustodyKubeconfig(ctx, kc, time.Hour); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -74,7 +79,8 @@ func run(ctx context.Context) int {
 		return 1
 	}
 	srv, err := fixture.StartCustody(ctx, bin, dir, "--kubeconfig="+kc, "--kubernetes-namespaces="+fixture.Namespace,
-		"--gateway-keys-dir="+keysDir, "--gateway-provider=anthropic="+provider.URL)
+		"--gateway-keys-dir="+keysDir, "--gateway-provider=anthropic="+provider.URL,
+		"--policy-dir="+filepath.Join(root, "deploy", "policies"), "--signer-idle="+demoIdle.String())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
@@ -88,6 +94,10 @@ func run(ctx context.Context) int {
 	fmt.Println("== model gateway: per-execution tokens through sandboxd, revoked at exit")
 	g := &gatewayScenario{scenario: s, env: env, custody: srv, custodyBin: bin, provider: provider, dir: dir}
 	g.run(ctx)
+	fmt.Println()
+	fmt.Printf("== signer: decisions and a signed record that survives the Sandbox (idle_s = %v here)\n", demoIdle)
+	sg := &signerScenario{scenario: s, env: env, custody: srv, custodyBin: bin, dir: dir}
+	sg.run(ctx)
 	fmt.Printf("\n%d passed, %d failed, %d skipped\n", s.passed, s.failed, s.skipped)
 	if s.failed > 0 {
 		fmt.Printf("custody log: see above; last lines:\n%s\n", tail(srv.Log, 3000))
