@@ -25,6 +25,8 @@ var (
 	// the gateway holds providerKey for it.
 	provider *fixture.ProviderStandIn
 	keysDir  string
+	// policyDir is deploy/policies (tenant "agents").
+	policyDir string
 )
 
 const providerKey = "sk-ant-e2e-0000-not-a-real-key"
@@ -60,6 +62,12 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
+	root, err := fixture.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	policyDir = filepath.Join(root, "deploy", "policies")
 	provider = fixture.NewProviderStandIn()
 	defer provider.Close()
 	keysDir = filepath.Join(workDir, "provider-keys")
@@ -99,6 +107,7 @@ func startCustody(ctx context.Context, name string, args ...string) (*fixture.Cu
 		return nil, err
 	}
 	all := append([]string{"--kubeconfig=" + kc, "--kubernetes-namespaces=" + fixture.Namespace,
-		"--gateway-keys-dir=" + keysDir, "--gateway-provider=anthropic=" + provider.URL}, args...)
+		"--gateway-keys-dir=" + keysDir, "--gateway-provider=anthropic=" + provider.URL,
+		"--policy-dir=" + policyDir}, args...)
 	return fixture.StartCustody(ctx, custodyBin, dir, all...)
 }
