@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,8 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
-
-	"golang.org/x/mod/sumdb/note"
 
 	"github.com/agentcustody/custody/internal/signer"
 	"github.com/agentcustody/custody/internal/store/sqlite"
@@ -32,16 +32,34 @@ func (c *ServeConfig) witnesses() ([]witnessConfig, error) {
 			return nil, fmt.Errorf("--witness %q: want VKEY@URL", w)
 		}
 		vkey, raw := w[:i], w[i+1:]
-		v, err := note.NewVerifier(vkey)
+		name, err := vkeyName(vkey)
 		if err != nil {
 			return nil, fmt.Errorf("--witness %q: bad vkey: %w", w, err)
 		}
 		if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("--witness %q: bad URL", w)
 		}
-		out = append(out, witnessConfig{name: v.Name(), vkey: vkey, url: raw})
+		out = append(out, witnessConfig{name: name, vkey: vkey, url: raw})
 	}
 	return out, nil
+}
+
+// vkeyName checks the shape of a C2SP vkey, NAME+HASH+BASE64 with an
+// Ed25519 key of algorithm 0x01 (note) or 0x04 (cosignature/v1), and
+// returns NAME. (x/mod's note parser knows only 0x01.)
+func vkeyName(vkey string) (string, error) {
+	parts := strings.SplitN(vkey, "+", 3)
+	if len(parts) != 3 || parts[0] == "" || len(parts[1]) != 8 {
+		return "", errors.New("want NAME+HASH+KEY")
+	}
+	if _, err := hex.DecodeString(parts[1]); err != nil {
+		return "", errors.New("key hash is not 8 hex digits")
+	}
+	key, err := base64.StdEncoding.DecodeString(parts[2])
+	if err != nil || len(key) != 33 || (key[0] != 0x01 && key[0] != 0x04) {
+		return "", errors.New("key is not an Ed25519 note or cosignature/v1 key")
+	}
+	return parts[0], nil
 }
 
 func newSigner(ctx context.Context, cfg ServeConfig, db *sqlite.DB, log *slog.Logger) (*signer.Signer, error) {

@@ -233,6 +233,33 @@ func (s *Signer) Checkpoint(ctx context.Context) (CheckpointRow, error) {
 	return row, nil
 }
 
+// probeWitnesses is the start-up check of an empty log: it offers each
+// witness a signed checkpoint of the empty tree, so that a witness that has
+// cosigned a larger tree of this log answers with its size. A database
+// that was lost or restored to empty is then detected as a rollback like
+// any other. Nothing is stored.
+func (s *Signer) probeWitnesses(ctx context.Context) error {
+	text, err := verify.FormatCheckpoint(verify.Checkpoint{Origin: s.opts.Origin, TreeSize: 0, Root: tlog.Hash{}})
+	if err != nil {
+		return fmt.Errorf("probe witnesses: %w", err)
+	}
+	signed, err := note.Sign(&note.Note{Text: string(text)}, s.signer)
+	if err != nil {
+		return fmt.Errorf("probe witnesses: sign: %w", err)
+	}
+	for i, w := range s.opts.Witnesses {
+		_, err := w.AddCheckpoint(ctx, 0, nil, signed)
+		if err == nil {
+			continue
+		}
+		if ws, ok := s.opts.WitnessSize(err); ok && ws > 0 {
+			return s.detectRollback(ctx, ws, 0)
+		}
+		s.log.WarnContext(ctx, "witness refused the empty-tree probe", "witness", i, "err", err)
+	}
+	return nil
+}
+
 // witnessesAt reports whether every witness has cosigned size.
 func (s *Signer) witnessesAt(size int64) bool {
 	for _, ws := range s.wsize {

@@ -227,9 +227,15 @@ func New(ctx context.Context, opts Options) (*Signer, error) {
 		return nil, fmt.Errorf("signer: %w", err)
 	}
 	go s.appendLoop()
-	if len(opts.Witnesses) > 0 && s.head.size > 0 {
+	switch {
+	case len(opts.Witnesses) == 0:
+	case s.head.size > 0:
 		if _, err := s.Checkpoint(ctx); err != nil && !errors.Is(err, ErrLogRollback) {
 			s.log.WarnContext(ctx, "start-up checkpoint failed", "err", err)
+		}
+	default:
+		if err := s.probeWitnesses(ctx); err != nil && !errors.Is(err, ErrLogRollback) {
+			s.log.WarnContext(ctx, "start-up witness probe failed", "err", err)
 		}
 	}
 	s.bgWG.Add(2)
