@@ -248,6 +248,20 @@ func TestVerify(t *testing.T) {
 			return marshal(t, b)
 		}, "", verify.ErrNotCanonical},
 		{"garbage container", func(t *testing.T) []byte { return []byte("not a bundle") }, "", verify.ErrMalformedBundle},
+		{"header with a case-folded duplicate of run", func(t *testing.T) []byte {
+			raw := marshal(t, clone(f.closedA))
+			lines := bytes.SplitN(raw, []byte("\n"), 3)
+			// Canonical order ("rUN" sorts before "run"), so only the
+			// field-name check can refuse it.
+			lines[1] = bytes.Replace(lines[1], []byte(`"run":`), []byte(`"rUN":"other","run":`), 1)
+			return bytes.Join(lines, []byte("\n"))
+		}, "", verify.ErrMalformedBundle},
+		{"header not canonical", func(t *testing.T) []byte {
+			raw := marshal(t, clone(f.closedA))
+			lines := bytes.SplitN(raw, []byte("\n"), 3)
+			lines[1] = bytes.Replace(lines[1], []byte(`{`), []byte(`{ `), 1)
+			return bytes.Join(lines, []byte("\n"))
+		}, "", verify.ErrMalformedBundle},
 		{"policy missing", func(t *testing.T) []byte {
 			l := newTestLog(t, origin, f.key)
 			l.add("run-p", verify.TypeCallDecided, map[string]any{"policy_hash": verify.PolicyHash([]byte("rules: []\n"))})

@@ -33,16 +33,20 @@ func newServeCmd(env Env) *cobra.Command {
 	cfg := Defaults()
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the custody API (identity exchange, memory, MCP)",
+		Short: "Run custody: identity exchange, memory (HTTP + MCP), model gateway, signer",
 		Long: `Run custody's services in one process.
 
 Listeners:
   --listen          API for sandboxes: POST /v1/auth/kubernetes, POST /v1/auth/static,
-                    POST /v1/auth/revoke, /v1/memory/..., /mcp, /healthz, /readyz
-  --admin-listen    operators only: POST /v1/admin/keys/{key_id}/revoke,
-                    POST /v1/admin/agents/{tenant}/{agent}/revoke
-                    (started only with --admin-token-file)
-  --metrics-listen  Prometheus /metrics, /healthz, /readyz
+                    POST /v1/auth/revoke, /v1/memory/..., /mcp, /v1/signer/...,
+                    /healthz, /readyz
+  --gateway-listen  model gateway for sandboxes: /{provider}/... (empty disables it)
+  --admin-listen    operators only, never reachable from sandboxes; started only with
+                    --admin-token-file or --admin-service-accounts:
+                    POST /v1/admin/keys/{key_id}/revoke, POST /v1/admin/agents/{tenant}/{agent}/revoke,
+                    POST /v1/gateway/tokens, POST /v1/gateway/tokens/{jti}/revoke,
+                    /v1/signer/... (approvals, bundles, trust)
+  --metrics-listen  Prometheus /metrics, /healthz, /readyz naming why a check failed
 
 Every flag can also be set as CUSTODY_<FLAG>, e.g. CUSTODY_DATA_DIR.`,
 		Args: cobra.NoArgs,

@@ -20,15 +20,20 @@ import (
 // 0 VERIFIED / VERIFIED TO HEAD n (open), 1 refused, 2 usage, 3 invalid
 // trust, 4 unreadable input.
 func newVerifyCmd() *cobra.Command {
-	var trustFile string
+	var trustFile, wantRun string
 	cmd := &cobra.Command{
-		Use:   "verify BUNDLE --trust trust.json",
+		Use:   "verify BUNDLE --trust trust.json [--run RUN]",
 		Short: "Verify an exported run bundle offline against trust.json",
 		Long: `Verify an exported run bundle offline. Trust comes only from trust.json: keys or
 cosignatures embedded in the bundle count for nothing. Prints VERIFIED for a closed
 run, VERIFIED TO HEAD n (open) for a run still open, or the first check that failed.
 Exit codes: 0 verified, 1 refused, 2 usage, 3 invalid trust file, 4 unreadable bundle.`,
-		Args: cobra.ExactArgs(1),
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{fmt.Errorf("want exactly one BUNDLE argument, got %d", len(args))}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if trustFile == "" {
 				return usageError{fmt.Errorf("--trust is required")}
@@ -50,11 +55,17 @@ Exit codes: 0 verified, 1 refused, 2 usage, 3 invalid trust file, 4 unreadable b
 				fmt.Fprintf(cmd.OutOrStdout(), "FAILED: %v\n", err)
 				return exitError{code: verify.ExitCode(err), err: err}
 			}
+			if wantRun != "" && res.Run != wantRun {
+				err := fmt.Errorf("the bundle is for run %q, not %q", res.Run, wantRun)
+				fmt.Fprintf(cmd.OutOrStdout(), "FAILED: %v\n", err)
+				return exitError{code: 1, err: err}
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), res.String())
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&trustFile, "trust", "", "trust.json: the log's keys and origin, the witnesses' keys and quorum (required)")
+	cmd.Flags().StringVar(&wantRun, "run", "", "refuse the bundle unless it is for this run id (recommended: a bundle of another run of the same log verifies too)")
 	return cmd
 }
 

@@ -118,7 +118,9 @@ var (
 )
 
 const (
-	maxDestDepth   = 8
+	// maxDestDepth is maxArgsDepth: every level arguments may have is
+	// inspected, so nesting cannot hide a destination.
+	maxDestDepth   = maxArgsDepth
 	maxDestStrings = 10000
 )
 

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -354,7 +355,15 @@ func classifyHost(h string) Destination {
 		d.Kind, d.Reason = KindLoopback, "localhost"
 	case !strings.Contains(h, "."):
 		d.Kind, d.Reason = KindClusterInternal, "single-label name"
+	case loopbackNames[h] || hasSuffixIn(h, loopbackNames):
+		d.Kind, d.Reason = KindLoopback, "name that resolves to loopback"
 	default:
+		if a, ok := embeddedIPv4(h); ok {
+			if e := classifyIP(a); e.Kind != KindPublic {
+				e.Host, e.Reason = h, "name embeds "+a.String()+" (wildcard DNS resolves it there)"
+				return e
+			}
+		}
 		for _, s := range internalSuffixes {
 			if strings.HasSuffix(h, s) {
 				d.Kind, d.Reason = KindClusterInternal, "internal suffix "+s
@@ -386,6 +395,68 @@ var metadataNames = map[string]bool{
 	"169-254-169-254.sslip.io":     true,
 }
 
+// loopbackNames are public names (and, with a dot before, their
+// subdomains) that resolve to 127.0.0.1.
+var loopbackNames = map[string]bool{"localtest.me": true, "lvh.me": true, "vcap.me": true, "lacolhost.com": true}
+
+func hasSuffixIn(h string, names map[string]bool) bool {
+	for n, on := range names {
+		if on && strings.HasSuffix(h, "."+n) {
+			return true
+		}
+	}
+	return false
+}
+
+// embeddedIPv4 finds an IPv4 address written into a name the way
+// wildcard-DNS services (nip.io, sslip.io, xip.io and their kind) resolve
+// it: four consecutive decimal labels (10.0.0.1.nip.io), a label with four
+// dash-separated parts (10-0-0-1.sslip.io, app-10-0-0-1.nip.io), or, under
+// the known services only (hex labels are common in ordinary names), an
+// 8-hex-digit label (0a000001.nip.io). The first such address counts.
+func embeddedIPv4(h string) (netip.Addr, bool) {
+	labels := strings.Split(h, ".")
+	for i := 0; i+4 <= len(labels)-1; i++ {
+		if a, err := netip.ParseAddr(strings.Join(labels[i:i+4], ".")); err == nil && a.Is4() {
+			return a, true
+		}
+	}
+	for _, l := range labels[:len(labels)-1] {
+		parts := strings.Split(l, "-")
+		for i := 0; i+4 <= len(parts); i++ {
+			if a, err := netip.ParseAddr(strings.Join(parts[i:i+4], ".")); err == nil && a.Is4() {
+				return a, true
+			}
+		}
+		if len(l) == 8 && wildcardDNS(h) {
+			var b [4]byte
+			if _, err := fmt.Sscanf(l, "%02x%02x%02x%02x", &b[0], &b[1], &b[2], &b[3]); err == nil && isHexString(l) {
+				return netip.AddrFrom4(b), true
+			}
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// wildcardDNS reports whether h is under a known wildcard-DNS service.
+func wildcardDNS(h string) bool {
+	for _, s := range []string{"nip.io", "sslip.io", "xip.io", "nip.direct", "traefik.me", "ip.addr.tools"} {
+		if h == s || strings.HasSuffix(h, "."+s) {
+			return true
+		}
+	}
+	return false
+}
+
+func isHexString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isHex(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // internalSuffixes are name suffixes that never denote a public host:
 // Kubernetes service names, RFC 6761/6762/8375 special-use names and the
 // private-use TLDs of RFC 6762 appendix G.
@@ -393,6 +464,7 @@ var internalSuffixes = []string{
 	".svc", ".svc.cluster.local", ".cluster.local", ".internal", ".local",
 	".localdomain", ".home.arpa", ".intranet", ".private", ".corp", ".home", ".lan",
 	".in-addr.arpa", ".ip6.arpa", ".test", ".invalid", ".example", ".onion", ".alt",
+	".default", ".default.svc", ".kube-system", ".kube-system.svc", // service.namespace short forms
 }
 
 // numericLabel reports whether the last label of a host makes the WHATWG

@@ -1,6 +1,9 @@
 package policy
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+)
 
 var destTests = []struct {
 	name string
@@ -22,7 +25,7 @@ var destTests = []struct {
 	{"punycode", "https://xn--bcher-kva.de/", KindPublic},
 	{"idna public", "https://bücher.de/", KindPublic},
 	{"ssh public", "ssh://git@github.com/a/b", KindPublic},
-	{"numeric-looking label not last", "http://169.254.169.254.example.com/", KindPublic},
+	{"numeric-looking label not last: an embedded internal address counts (wildcard DNS)", "http://169.254.169.254.example.com/", KindMetadata},
 	{"nat64 public", "http://[64:ff9b::5db8:d822]/", KindPublic},
 
 	// Metadata in every notation.
@@ -174,6 +177,52 @@ func TestClassifyHost(t *testing.T) {
 		}
 		if got.Kind != tt.want || got.Host != tt.wantHost || ip != tt.wantIP {
 			t.Errorf("ClassifyHost(%q) = %s %q %q, want %s %q %q", tt.in, got.Kind, got.Host, ip, tt.want, tt.wantHost, tt.wantIP)
+		}
+	}
+}
+
+// TestWildcardDNSAndDeepArgs covers what an attack review found allowed:
+// names that wildcard DNS resolves to internal addresses, loopback
+// aliases, service.namespace short forms, and destinations nested deeper
+// than the old inspection depth.
+func TestWildcardDNSAndDeepArgs(t *testing.T) {
+	for _, tc := range []struct {
+		url  string
+		want Kind
+	}{
+		{"http://x.169.254.169.254.nip.io/", KindMetadata},
+		{"http://a9fea9fe.nip.io/", KindMetadata},
+		{"http://127.0.0.1.nip.io/", KindLoopback},
+		{"http://10.0.0.1.nip.io/", KindPrivate},
+		{"http://127-0-0-1.sslip.io/", KindLoopback},
+		{"http://app-10-0-0-1.nip.io/", KindPrivate},
+		{"http://127.0.0.1.xip.io/", KindLoopback},
+		{"http://localtest.me/", KindLoopback},
+		{"http://api.lvh.me/", KindLoopback},
+		{"http://kubernetes.default/", KindClusterInternal},
+		{"http://deadbeef.example.com/", KindPublic},
+		{"http://0a1b2c3d.pages.example.com/", KindPublic},
+		{"http://1.2.3.4.nip.io/", KindPublic},
+	} {
+		if got := ClassifyURL(tc.url).Kind; got != tc.want {
+			t.Errorf("ClassifyURL(%q).Kind = %v, want %v", tc.url, got, tc.want)
+		}
+	}
+	deep := `{"url":[[[[[[[[[["http://169.254.169.254/latest/meta-data/iam"]]]]]]]]]]}`
+	deep2 := `{"a":{"b":{"c":{"d":{"e":{"f":{"g":{"h":{"url":"http://169.254.169.254/"}}}}}}}}}`
+	for _, args := range []string{deep, deep2} {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(args), &m); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, d := range findDestinations(m) {
+			if d.Kind == KindMetadata {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("findDestinations(%s) missed the metadata address", args)
 		}
 	}
 }

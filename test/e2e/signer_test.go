@@ -92,6 +92,12 @@ func TestSignerRecordSurvivesSandbox(t *testing.T) {
 	if out, code := custodyCLI(t, ctx, "verify", bundle, "--trust", trust); code != 0 || out != "VERIFIED TO HEAD 2 (open)" {
 		t.Fatalf("custody verify (open run) = %d %q, want VERIFIED TO HEAD 2 (open)", code, out)
 	}
+	if out, code := custodyCLI(t, ctx, "verify", bundle, "--trust", trust, "--run", "some-other-run"); code != 1 || !strings.HasPrefix(out, "FAILED") {
+		t.Errorf("custody verify --run other = %d %q, want exit 1 FAILED", code, out)
+	}
+	if out, code := custodyCLI(t, ctx, "verify", bundle, "--trust", trust, "--run", reg.Run); code != 0 {
+		t.Errorf("custody verify --run %s = %d %q, want 0", reg.Run, code, out)
+	}
 	// A tampered bundle is refused with exit code 1.
 	b, _ := os.ReadFile(bundle)
 	tampered := strings.Replace(string(b), `"effect":"deny"`, `"effect":"allow"`, 1)
