@@ -12,8 +12,16 @@
 // calls, checks and signs them in queue order (so the records of a run form
 // one linear chain however many calls race), writes them in one write
 // transaction, and acknowledges each caller only after the commit is
-// durable. Records are signed with the log's Ed25519 note key
-// (Options.KeyFile, created if missing). Checkpoints (C2SP signed notes)
+// durable. Records are signed with the log's current Ed25519 note key
+// (Options.KeyFile, created if missing, until the first rotation).
+// [Signer.RotateKey] (admin POST /v1/signer/keys/rotate) makes a new key,
+// kept in Options.KeyFile + "." + key id (mode 0600; old keys are kept),
+// and appends a key.retired record to "_log", signed by the new key, with
+// retired_from_index = its own index + 1; later records and checkpoints
+// are signed by the new key, and the chain of key.retired records decides
+// the current key after a restart. [Signer.Trust] lists every key (retired
+// ones with retired_from_index) and bundles carry the key.retired records.
+// Checkpoints (C2SP signed notes)
 // are signed every Options.CheckpointInterval when the tree grew, at every
 // run close, on Export when needed and on Close, sent to Options.Witnesses
 // and stored with their cosignatures. A witness holding a larger tree than
@@ -57,6 +65,7 @@
 //	run.closing        {reason: closed|idle_timeout}
 //	call.refused       (run "_log") {run, operation, reason: "run_closed", tenant, agent, session}
 //	log.rollback_detected (run "_log") {witness_size, log_size}
+//	key.retired        (run "_log") {key_id, retired_from_index}
 //
 // Args are never stored: a record carries verify.CommitArgs over a fresh
 // 32-byte salt, which the signer keeps ([Signer.RevealSalt]) so one

@@ -14,8 +14,10 @@ import (
 // Export writes a run as a bundle (verify.Bundle): every record of the run
 // in run_seq order with its RFC 6962 inclusion proof against the latest
 // checkpoint (signed now if the latest does not cover the run's last
-// record), that checkpoint with its cosignatures, the log key, the policy
-// snapshots the records reference by hash, and whether the run is closed.
+// record), the key.retired records of "_log" the checkpoint covers (K
+// lines, with their proofs), that checkpoint with its cosignatures, every
+// log key (informational), the policy snapshots the records reference by
+// hash, and whether the run is closed.
 func (s *Signer) Export(ctx context.Context, run string) ([]byte, error) {
 	if run == verify.LogRun {
 		return nil, fmt.Errorf("export %s: %w", run, ErrNotFound)
@@ -44,12 +46,27 @@ func (s *Signer) Export(ctx context.Context, run string) ([]byte, error) {
 		Header: verify.BundleHeader{
 			Run:    run,
 			Closed: last.Type == verify.TypeRunClosing,
-			Keys:   []verify.BundleKey{{KeyID: s.keyID, PublicKey: base64.StdEncoding.EncodeToString(s.pub)}},
 		},
 		Checkpoint: cp.Note,
 	}
-	seen := map[string]bool{}
+	s.mu.Lock()
+	for _, k := range s.keys {
+		b.Header.Keys = append(b.Header.Keys, verify.BundleKey{KeyID: k.id, PublicKey: base64.StdEncoding.EncodeToString(k.pub)})
+	}
+	keyRecs := append([]Leaf(nil), s.keyRecs...)
+	s.mu.Unlock()
 	hr := s.storeReader(ctx)
+	for _, l := range keyRecs {
+		if l.Index >= cp.Size {
+			break
+		}
+		p, err := tlog.ProveRecord(cp.Size, l.Index, hr)
+		if err != nil {
+			return nil, fmt.Errorf("export %s: inclusion proof of key record %d: %w", run, l.Index, err)
+		}
+		b.KeyRecords = append(b.KeyRecords, verify.BundleRecord{Record: l.Record, Proof: p})
+	}
+	seen := map[string]bool{}
 	for _, l := range leaves {
 		p, err := tlog.ProveRecord(cp.Size, l.Index, hr)
 		if err != nil {

@@ -110,6 +110,7 @@ func (s *Signer) Handler() http.Handler {
 //	GET  /v1/signer/trust                        200 trust.json
 //	GET  /v1/signer/records/{index}/salt         200 {"index","salt"} (base64): opens one args commitment
 //	POST /v1/signer/log/rollback/acknowledge     204: writes resume after a detected rollback
+//	POST /v1/signer/keys/rotate                  200 {"key_id"}: a new signing key ([Signer.RotateKey])
 func (s *Signer) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	resolve := func(approve bool) http.Handler {
@@ -156,6 +157,14 @@ func (s *Signer) AdminHandler() http.Handler {
 			return err
 		}
 		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}))
+	mux.Handle("POST /v1/signer/keys/rotate", s.admin(func(w http.ResponseWriter, r *http.Request) error {
+		id, err := s.RotateKey(r.Context())
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"key_id": id})
 		return nil
 	}))
 	return mux

@@ -158,7 +158,7 @@ func (t *txn) append(rs *runState, typ string, body map[string]any) (Leaf, error
 		Log: s.opts.Origin, Index: s.size, Run: rs.row.ID, RunSeq: rs.seq, Prev: rs.prev,
 		Type: typ, Time: t.now, Body: body,
 	}
-	raw, err := verify.SignRecord(rec, s.signer)
+	raw, err := verify.SignRecord(rec, s.key().signer)
 	if err != nil {
 		return Leaf{}, fmt.Errorf("sign %s record: %w", typ, err)
 	}
@@ -186,7 +186,7 @@ func (s *Signer) Checkpoint(ctx context.Context) (CheckpointRow, error) {
 	s.cpMu.Lock()
 	defer s.cpMu.Unlock()
 	s.mu.Lock()
-	head := s.head
+	head, sg := s.head, s.key().signer
 	s.mu.Unlock()
 	latest, err := s.store.LatestCheckpoint(ctx)
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -202,7 +202,7 @@ func (s *Signer) Checkpoint(ctx context.Context) (CheckpointRow, error) {
 	if err != nil {
 		return CheckpointRow{}, fmt.Errorf("checkpoint: %w", err)
 	}
-	signed, err := note.Sign(&note.Note{Text: string(text)}, s.signer)
+	signed, err := note.Sign(&note.Note{Text: string(text)}, sg)
 	if err != nil {
 		return CheckpointRow{}, fmt.Errorf("checkpoint: sign: %w", err)
 	}
@@ -243,7 +243,10 @@ func (s *Signer) probeWitnesses(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("probe witnesses: %w", err)
 	}
-	signed, err := note.Sign(&note.Note{Text: string(text)}, s.signer)
+	s.mu.Lock()
+	sg := s.key().signer
+	s.mu.Unlock()
+	signed, err := note.Sign(&note.Note{Text: string(text)}, sg)
 	if err != nil {
 		return fmt.Errorf("probe witnesses: sign: %w", err)
 	}

@@ -2,20 +2,14 @@ package signer
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/agentcustody/custody/internal/policy"
@@ -103,14 +97,11 @@ func defaultWitnessSize(err error) (int64, bool) {
 
 // Signer is the signer service. It is safe for concurrent use.
 type Signer struct {
-	opts   Options
-	store  Store
-	log    *slog.Logger
-	engine *policy.Engine
-	signer note.Signer
-	vkey   string
-	pub    ed25519.PublicKey
-	keyID  string
+	opts    Options
+	store   Store
+	log     *slog.Logger
+	engine  *policy.Engine
+	baseKey *logKey // Options.KeyFile
 
 	reqs     chan *appendReq
 	stop     chan struct{}
@@ -127,6 +118,8 @@ type Signer struct {
 	runs     map[string]*runState
 	rollback bool
 	closed   bool
+	keys     []*logKey // oldest first; the last one signs
+	keyRecs  []Leaf    // the key.retired records, index order
 
 	cpMu   sync.Mutex // serializes checkpoints; guards wsize
 	wsize  []int64
@@ -246,59 +239,6 @@ func New(ctx context.Context, opts Options) (*Signer, error) {
 
 const metaRollback = "rollback"
 
-// loadKey reads or creates the note signing key.
-func (s *Signer) loadKey() error {
-	raw, err := os.ReadFile(s.opts.KeyFile)
-	if errors.Is(err, os.ErrNotExist) {
-		skey, _, gerr := note.GenerateKey(rand.Reader, s.opts.Origin)
-		if gerr != nil {
-			return fmt.Errorf("signer: generate key: %w", gerr)
-		}
-		if err := os.MkdirAll(filepath.Dir(s.opts.KeyFile), 0o700); err != nil {
-			return fmt.Errorf("signer: key directory: %w", err)
-		}
-		f, err := os.OpenFile(s.opts.KeyFile, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return fmt.Errorf("signer: create key: %w", err)
-		}
-		_, err = f.WriteString(skey + "\n")
-		if err == nil {
-			err = f.Sync()
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("signer: write key: %w", err)
-		}
-		raw = []byte(skey)
-	} else if err != nil {
-		return fmt.Errorf("signer: read key: %w", err)
-	}
-	skey := strings.TrimSpace(string(raw))
-	sg, err := note.NewSigner(skey)
-	if err != nil {
-		return fmt.Errorf("signer: key %s: %w", s.opts.KeyFile, err)
-	}
-	if sg.Name() != s.opts.Origin {
-		return fmt.Errorf("signer: key %s is for %q, origin is %q", s.opts.KeyFile, sg.Name(), s.opts.Origin)
-	}
-	// "PRIVATE+KEY+<name>+<hash>+<base64(0x01 || seed)>"; base64 may hold '+'.
-	prefix := "PRIVATE+KEY+" + sg.Name() + "+"
-	seed, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(skey, prefix)[9:])
-	if err != nil || len(seed) != 1+ed25519.SeedSize {
-		return fmt.Errorf("signer: key %s: malformed", s.opts.KeyFile)
-	}
-	s.pub = ed25519.NewKeyFromSeed(seed[1:]).Public().(ed25519.PublicKey)
-	s.vkey, err = note.NewEd25519VerifierKey(s.opts.Origin, s.pub)
-	if err != nil {
-		return fmt.Errorf("signer: verifier key: %w", err)
-	}
-	s.signer = sg
-	s.keyID = verify.KeyID(s.opts.Origin, s.pub)
-	return nil
-}
-
 // load (re)builds the in-memory state from the store: the tree size and
 // frontier, the open runs with their calls and approvals, and "_log".
 // Callers hold s.mu or are New.
@@ -322,6 +262,9 @@ func (s *Signer) load(ctx context.Context) error {
 		return fmt.Errorf("signer: load tree hash: %w", err)
 	}
 	s.head = treeHead{size, root}
+	if err := s.loadKeys(ctx); err != nil {
+		return err
+	}
 	s.runs = map[string]*runState{}
 	s.logRun = &runState{row: RunRow{ID: verify.LogRun}}
 	if err := s.loadChain(ctx, s.logRun); err != nil {
@@ -453,23 +396,38 @@ func (s *Signer) Close() error {
 	return err
 }
 
-// Trust returns trust.json for this log: its key and origin, the trusted
+// Trust returns trust.json for this log: its origin, every key it has
+// signed with (a retired key with its retired_from_index), the trusted
 // witnesses and the quorum.
 func (s *Signer) Trust() verify.Trust {
-	k, err := verify.NewTrustKey(s.vkey)
-	if err != nil {
-		panic(err) // s.vkey was made by note.NewEd25519VerifierKey
+	s.mu.Lock()
+	keys := make([]verify.TrustKey, 0, len(s.keys))
+	for _, lk := range s.keys {
+		k, err := verify.NewTrustKey(lk.vkey)
+		if err != nil {
+			panic(err) // lk.vkey was made by note.NewEd25519VerifierKey
+		}
+		if lk.retired >= 0 {
+			from := lk.retired
+			k.RetiredFromIndex = &from
+		}
+		keys = append(keys, k)
 	}
+	s.mu.Unlock()
 	return verify.Trust{
 		Version:       verify.TrustVersion,
-		Log:           verify.TrustLog{Origin: s.opts.Origin, Keys: []verify.TrustKey{k}},
+		Log:           verify.TrustLog{Origin: s.opts.Origin, Keys: keys},
 		Witnesses:     append([]verify.TrustedWitness{}, s.opts.TrustedWitnesses...),
 		WitnessQuorum: s.opts.WitnessQuorum,
 	}
 }
 
-// VerifierKey is the log key's note verifier key.
-func (s *Signer) VerifierKey() string { return s.vkey }
+// VerifierKey is the current log key's note verifier key.
+func (s *Signer) VerifierKey() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.key().vkey
+}
 
 func randomHex(n int) string {
 	b := make([]byte, n)
