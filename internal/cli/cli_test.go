@@ -67,7 +67,7 @@ func TestEnvOverridesFlags(t *testing.T) {
 
 func TestServeHelpDocumentsListeners(t *testing.T) {
 	code, out, _ := runCLI(t, context.Background(), envMap(nil), "", "serve", "--help")
-	for _, want := range []string{"--listen", ":8865", "--admin-listen", "127.0.0.1:8867", "--metrics-listen", "--data-dir", "--kubernetes-key-ttl", "15m0s", "--key-cache-ttl", "30s", "--static-tokens-file"} {
+	for _, want := range []string{"--listen", ":8865", "--admin-listen", "127.0.0.1:8867", "--metrics-listen", "--data-dir", "--kubernetes-key-ttl", "15m0s", "--key-cache-ttl", "30s", "--static-tokens-file", "--policy-resolve", "--policy-dir", "--signer-idle", "--witness", "--gateway-listen", "--read-timeout"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("serve --help lacks %q", want)
 		}

@@ -61,6 +61,10 @@ type ServeConfig struct {
 	// PolicyDir holds one policy per tenant, <dir>/<tenant>.yaml.
 	// Empty: built-in rules only, and calls no rule matches are denied.
 	PolicyDir string
+	// PolicyResolve makes the signer resolve host names in call arguments
+	// and deny when any address is internal (DNS rebinding, in-cluster
+	// service.namespace names). Default false.
+	PolicyResolve bool
 	// SignerIdle closes a run with no calls for this long (idle_s).
 	// Default 1h.
 	SignerIdle time.Duration
@@ -158,6 +162,7 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.SignerOrigin, "signer-origin", c.SignerOrigin, "the signer log's origin (first line of its checkpoints)")
 	fs.StringVar(&c.SignerKeyFile, "signer-key-file", c.SignerKeyFile, "the log's Ed25519 signing key, created if missing (default <data-dir>/signer-ed25519.pem)")
 	fs.StringVar(&c.PolicyDir, "policy-dir", c.PolicyDir, "directory of per-tenant policies, <tenant>.yaml; empty: built-in rules only, unmatched calls denied")
+	fs.BoolVar(&c.PolicyResolve, "policy-resolve", c.PolicyResolve, "resolve host names in tool-call arguments and deny when any address is internal")
 	fs.DurationVar(&c.SignerIdle, "signer-idle", c.SignerIdle, "close a run after this long without calls (idle_s), with a signed run.closing of reason idle_timeout")
 	fs.StringSliceVar(&c.Witnesses, "witness", c.Witnesses, "a witness as VKEY@URL (C2SP vkey and tlog-witness URL), repeatable")
 	fs.IntVar(&c.WitnessQuorum, "witness-quorum", c.WitnessQuorum, "witness cosignatures trust.json requires (-1: all configured witnesses)")

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentcustody/custody/internal/policy"
 	"github.com/agentcustody/custody/internal/signer"
 	"github.com/agentcustody/custody/internal/store/sqlite"
 	"github.com/agentcustody/custody/internal/witness"
@@ -82,6 +83,13 @@ func newSigner(ctx context.Context, cfg ServeConfig, db *sqlite.DB, log *slog.Lo
 			return 0, false
 		},
 		WitnessQuorum: cfg.WitnessQuorum,
+	}
+	if cfg.PolicyResolve {
+		e, err := policy.New(policy.Options{Resolve: true, Log: log})
+		if err != nil {
+			return nil, err
+		}
+		opts.Engine = e
 	}
 	if opts.WitnessQuorum < 0 {
 		opts.WitnessQuorum = len(ws)
