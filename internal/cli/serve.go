@@ -143,6 +143,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		}
 		defer sg.Close()
 		api.Handle("/v1/signer/", instrument("signer", keys.Middleware(sg.Handler())))
+		api.Handle("/mcp/signer", instrument("mcp_signer", sg.MCPHandler(keys.Verify)))
 	}
 
 	health := healthHandlers(ready, log)

@@ -389,7 +389,7 @@ func (s *Signer) Close() error {
 		close(s.stop)
 		s.bgWG.Wait()
 		<-s.loopDone
-		if _, cerr := s.Checkpoint(context.Background()); cerr != nil && !errors.Is(cerr, ErrLogRollback) {
+		if _, cerr := s.Checkpoint(context.Background()); cerr != nil && !errors.Is(cerr, ErrLogRollback) && !errors.Is(cerr, ErrNotFound) {
 			err = cerr
 		}
 	})

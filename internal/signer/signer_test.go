@@ -382,3 +382,4 @@ func TestRollbackDetected(t *testing.T) {
 		t.Fatalf("decide after acknowledge = %d", st)
 	}
 }
+
