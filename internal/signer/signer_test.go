@@ -382,4 +382,3 @@ func TestRollbackDetected(t *testing.T) {
 		t.Fatalf("decide after acknowledge = %d", st)
 	}
 }
-
