@@ -4,18 +4,16 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/agentcustody/custody/internal/keyfile"
 )
 
 // Token limits and defaults.
@@ -407,72 +405,12 @@ func (vc *verifyCache) put(sum [32]byte, c *Claims, until, now time.Time) {
 }
 
 // LoadOrCreateSigningKey returns the Ed25519 private key in the PEM file
-// at path (a "PRIVATE KEY" block, PKCS#8). If the file does not exist it
-// generates a key and writes it there with mode 0600 (creating the
-// directory with 0700), atomically: a concurrent caller either loses the
-// race and loads the winner's key, or wins.
+// at path (a "PRIVATE KEY" block, PKCS#8), creating it with mode 0600 if
+// it does not exist (see package keyfile).
 func LoadOrCreateSigningKey(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
-	if err == nil {
-		return parseSigningKey(b)
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("gateway: read signing key: %w", err)
-	}
-	_, key, err := ed25519.GenerateKey(rand.Reader)
+	k, err := keyfile.LoadOrCreateEd25519(path)
 	if err != nil {
-		return nil, fmt.Errorf("gateway: generate signing key: %w", err)
+		return nil, fmt.Errorf("gateway: signing key: %w", err)
 	}
-	der, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: encode signing key: %w", err)
-	}
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("gateway: create key directory: %w", err)
-	}
-	tmp, err := os.CreateTemp(dir, ".gateway-key-*")
-	if err != nil {
-		return nil, fmt.Errorf("gateway: write signing key: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err == nil {
-		err = pem.Encode(tmp, &pem.Block{Type: "PRIVATE KEY", Bytes: der})
-		if err == nil {
-			err = tmp.Sync()
-		}
-		if cerr := tmp.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return nil, fmt.Errorf("gateway: write signing key: %w", err)
-		}
-	} else {
-		tmp.Close()
-		return nil, fmt.Errorf("gateway: write signing key: %w", err)
-	}
-	// Link fails if path appeared meanwhile; then the other key wins.
-	if err := os.Link(tmp.Name(), path); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return LoadOrCreateSigningKey(path)
-		}
-		return nil, fmt.Errorf("gateway: write signing key: %w", err)
-	}
-	return key, nil
-}
-
-func parseSigningKey(b []byte) (ed25519.PrivateKey, error) {
-	block, _ := pem.Decode(b)
-	if block == nil || block.Type != "PRIVATE KEY" {
-		return nil, errors.New(`gateway: signing key file holds no "PRIVATE KEY" PEM block`)
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("gateway: parse signing key: %w", err)
-	}
-	ed, ok := k.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("gateway: signing key is %T, want Ed25519", k)
-	}
-	return ed, nil
+	return k, nil
 }
