@@ -2,35 +2,24 @@ package memory
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"reflect"
-	"strconv"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/mcpauth"
 )
 
 // VerifyKeyFunc verifies a bearer key and returns its record, failing
 // with an error wrapping [apikey.ErrUnauthenticated] for a refused key
 // ([apikey.Service.Verify] fits).
 type VerifyKeyFunc func(ctx context.Context, key string) (apikey.Record, error)
-
-// recordKey is where the verified apikey.Record sits in auth.TokenInfo.Extra.
-const recordKey = "custody.apikey.record"
-
-var (
-	errKeyRefused     = fmt.Errorf("%w: missing, invalid, expired or revoked key", auth.ErrInvalidToken)
-	errKeyUnavailable = errors.New("key store unavailable")
-)
 
 // NamespaceArgs are the optional namespace arguments of every tool. The
 // tools act in the caller's namespace; naming another is refused with
@@ -152,25 +141,7 @@ func (s *Service) MCPHandler(verify VerifyKeyFunc) http.Handler {
 		Logger:              s.log,
 		MaxRequestBodyBytes: limit,
 	})
-	verifier := func(ctx context.Context, key string, _ *http.Request) (*auth.TokenInfo, error) {
-		rec, err := verify(ctx, key)
-		if err != nil {
-			sum := sha256.Sum256([]byte(key))
-			if errors.Is(err, apikey.ErrUnauthenticated) {
-				s.log.DebugContext(ctx, "mcp key refused", "key_id", hex.EncodeToString(sum[:]), "reason", err)
-				return nil, errKeyRefused
-			}
-			s.log.ErrorContext(ctx, "mcp key verification failed", "key_id", hex.EncodeToString(sum[:]), "err", err)
-			return nil, errKeyUnavailable
-		}
-		id := rec.Identity
-		return &auth.TokenInfo{
-			Expiration: rec.ExpiresAt,
-			UserID:     strconv.Quote(id.Tenant) + "/" + strconv.Quote(id.Agent) + "/" + strconv.Quote(id.Session),
-			Extra:      map[string]any{recordKey: rec},
-		}, nil
-	}
-	return auth.RequireBearerToken(verifier, nil)(h)
+	return mcpauth.Require(mcpauth.VerifyFunc(verify), s.log, h)
 }
 
 // schemaOptions infer tool schemas; a json.RawMessage is any JSON value.
@@ -191,7 +162,7 @@ func addTool[In, Out any](s *Service, server *mcp.Server, tool *mcp.Tool, h func
 	}
 	mcp.AddTool(server, tool, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, Out, error) {
 		var zero Out
-		rec, ok := recordFrom(req)
+		rec, ok := mcpauth.Record(req)
 		if !ok {
 			return nil, zero, toolError(ctx, s.log, errors.New("memory: MCP request without a verified key"))
 		}
@@ -214,14 +185,6 @@ func addTool[In, Out any](s *Service, server *mcp.Server, tool *mcp.Tool, h func
 }
 
 func (a *NamespaceArgs) namespace() NamespaceArgs { return *a }
-
-func recordFrom(req *mcp.CallToolRequest) (apikey.Record, bool) {
-	if req == nil || req.Extra == nil || req.Extra.TokenInfo == nil {
-		return apikey.Record{}, false
-	}
-	rec, ok := req.Extra.TokenInfo.Extra[recordKey].(apikey.Record)
-	return rec, ok
-}
 
 // toolErr is a refused tool call. Its text, which the SDK sends as the
 // tool result's content, is the HTTP API's JSON error body for the same

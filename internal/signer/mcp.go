@@ -2,30 +2,19 @@ package signer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
-	"strconv"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
-	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentcustody/custody/internal/apierror"
 	"github.com/agentcustody/custody/internal/apikey"
-)
-
-// mcpRecordKey is where the verified apikey.Record sits in auth.TokenInfo.Extra.
-const mcpRecordKey = "custody.apikey.record"
-
-var (
-	errMCPKeyRefused     = fmt.Errorf("%w: missing, invalid, expired or revoked key", auth.ErrInvalidToken)
-	errMCPKeyUnavailable = errors.New("key store unavailable")
+	"github.com/agentcustody/custody/internal/mcpauth"
 )
 
 // RunArgs name the caller's run: the arguments of signer_close_run and
@@ -167,25 +156,7 @@ func (s *Signer) MCPHandler(verify func(ctx context.Context, key string) (apikey
 		Logger:              s.log,
 		MaxRequestBodyBytes: 3*maxBody + 1<<16,
 	})
-	verifier := func(ctx context.Context, key string, _ *http.Request) (*auth.TokenInfo, error) {
-		rec, err := verify(ctx, key)
-		if err != nil {
-			sum := sha256.Sum256([]byte(key))
-			if errors.Is(err, apikey.ErrUnauthenticated) {
-				s.log.DebugContext(ctx, "mcp key refused", "key_id", hex.EncodeToString(sum[:]), "reason", err)
-				return nil, errMCPKeyRefused
-			}
-			s.log.ErrorContext(ctx, "mcp key verification failed", "key_id", hex.EncodeToString(sum[:]), "err", err)
-			return nil, errMCPKeyUnavailable
-		}
-		id := rec.Identity
-		return &auth.TokenInfo{
-			Expiration: rec.ExpiresAt,
-			UserID:     strconv.Quote(id.Tenant) + "/" + strconv.Quote(id.Agent) + "/" + strconv.Quote(id.Session),
-			Extra:      map[string]any{mcpRecordKey: rec},
-		}, nil
-	}
-	return auth.RequireBearerToken(verifier, nil)(h)
+	return mcpauth.Require(mcpauth.VerifyFunc(verify), s.log, h)
 }
 
 // mcpSchemaOptions infer tool schemas; a json.RawMessage is any JSON value.
@@ -211,7 +182,7 @@ func addSignerTool[In, Out any](s *Signer, server *mcp.Server, tool *mcp.Tool, h
 	}
 	mcp.AddTool(server, tool, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, Out, error) {
 		var zero Out
-		rec, ok := mcpRecordFrom(req)
+		rec, ok := mcpauth.Record(req)
 		if !ok {
 			return nil, zero, s.toolError(ctx, tool.Name, errors.New("signer: MCP request without a verified key"))
 		}
@@ -221,14 +192,6 @@ func addSignerTool[In, Out any](s *Signer, server *mcp.Server, tool *mcp.Tool, h
 		}
 		return nil, out, nil
 	})
-}
-
-func mcpRecordFrom(req *mcp.CallToolRequest) (apikey.Record, bool) {
-	if req == nil || req.Extra == nil || req.Extra.TokenInfo == nil {
-		return apikey.Record{}, false
-	}
-	rec, ok := req.Extra.TokenInfo.Extra[mcpRecordKey].(apikey.Record)
-	return rec, ok
 }
 
 // mcpToolErr is a refused tool call. Its text, which the SDK sends as the
