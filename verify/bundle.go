@@ -194,6 +194,7 @@ func splitBundle(data []byte) (*rawBundle, error) {
 	if rb.header.V != BundleVersion {
 		return bad(fmt.Sprintf("header v = %d, want %d", rb.header.V, BundleVersion))
 	}
+	rb.records = make([][]byte, 0, bytes.Count(data, []byte{'\n'}))
 	inKeys := false
 	for {
 		l, ok := next()
@@ -221,18 +222,31 @@ func splitBundle(data []byte) (*rawBundle, error) {
 }
 
 func parseRecordLine(l []byte) (BundleRecord, error) {
+	rec, proof, err := parseRecordLineInto(l, nil)
+	if err != nil {
+		return BundleRecord{}, err
+	}
+	return BundleRecord{Record: rec, Proof: proof}, nil
+}
+
+// parseRecordLineInto is parseRecordLine appending the proof to dst (which
+// it allocates when nil and a proof is present).
+func parseRecordLineInto(l []byte, dst tlog.RecordProof) ([]byte, tlog.RecordProof, error) {
 	i := bytes.IndexByte(l, '\t')
 	if i < 0 {
-		return BundleRecord{Record: l}, nil
+		return l, nil, nil
 	}
 	r := BundleRecord{Record: l[:i]}
 	l = l[i+1:]
 	// A tree of 2^63 leaves needs 63 proof hashes.
 	n := bytes.Count(l, []byte{'\t'}) + 1
 	if n > 63 {
-		return BundleRecord{}, fmt.Errorf("%w: proof has %d hashes", ErrMalformedBundle, n)
+		return nil, nil, fmt.Errorf("%w: proof has %d hashes", ErrMalformedBundle, n)
 	}
-	r.Proof = make(tlog.RecordProof, 0, n)
+	if dst == nil {
+		dst = make(tlog.RecordProof, 0, n)
+	}
+	r.Proof = dst[:0]
 	for len(l) > 0 || n > len(r.Proof) {
 		f := l
 		if j := bytes.IndexByte(l, '\t'); j >= 0 {
@@ -242,12 +256,12 @@ func parseRecordLine(l []byte) (BundleRecord, error) {
 		}
 		var buf [tlog.HashSize + 1]byte
 		if len(f) != 44 {
-			return BundleRecord{}, fmt.Errorf("%w: bad proof hash", ErrMalformedBundle)
+			return nil, nil, fmt.Errorf("%w: bad proof hash", ErrMalformedBundle)
 		}
 		if k, err := base64.StdEncoding.Strict().Decode(buf[:], f); err != nil || k != tlog.HashSize {
-			return BundleRecord{}, fmt.Errorf("%w: bad proof hash", ErrMalformedBundle)
+			return nil, nil, fmt.Errorf("%w: bad proof hash", ErrMalformedBundle)
 		}
 		r.Proof = append(r.Proof, tlog.Hash(buf[:tlog.HashSize]))
 	}
-	return r, nil
+	return r.Record, r.Proof, nil
 }

@@ -147,6 +147,7 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 	v := &verifier{trust: tc, cp: cp, workers: o.workers}
 
 	// Key retirements.
+	v.run = LogRun
 	keyRecs := v.checkAll(rb.keyRecords)
 	lastIndex := int64(-1)
 	for i, kr := range keyRecs {
@@ -194,6 +195,7 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 	if len(rb.records) == 0 {
 		return fail("records", ErrNoRecords)
 	}
+	v.run = h.Run
 	recs := v.checkAll(rb.records)
 	var prev *checked
 	for i, c := range recs {
@@ -216,8 +218,8 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 			return e(fmt.Errorf("%w: run_seq %d at position %d (previous %d)", ErrSequence, r.RunSeq, i, prev.rec.RunSeq))
 		case prev != nil && r.Index <= prev.rec.Index:
 			return e(fmt.Errorf("%w: index %d not after previous record's %d", ErrSequence, r.Index, prev.rec.Index))
-		case prev != nil && r.Prev != prev.chain:
-			return e(fmt.Errorf("%w: prev %s, previous record hashes to %s", ErrChain, r.Prev, prev.chain))
+		case prev != nil && (!c.hasPrev || c.prev != prev.chain):
+			return e(fmt.Errorf("%w: prev %s, previous record hashes to %s", ErrChain, hex.EncodeToString(c.prev[:]), hex.EncodeToString(prev.chain[:])))
 		}
 		if err := c.checkKeyAndProof(v); err != nil {
 			return e(err)
@@ -259,6 +261,7 @@ func sigNames(n *note.Note) string {
 }
 
 type verifier struct {
+	run     string // expected run id of the records being checked (a hint)
 	trust   *compiled
 	cp      Checkpoint
 	workers int
@@ -266,13 +269,16 @@ type verifier struct {
 
 // checked holds the independent per-record results computed in parallel.
 type checked struct {
-	raw     []byte // record bytes
-	proof   tlog.RecordProof
+	raw     []byte           // record bytes
+	proof   tlog.RecordProof // kept only when inclErr != nil
 	rec     *Record
-	err     error  // container or parse error
-	chain   string // ChainHash(raw)
-	sigOK   bool   // signature verified with the key named by key_id, if trusted
+	err     error    // container or parse error
+	chain   [32]byte // SHA-256(raw); ChainHash is its hex
+	prev    [32]byte // decoded "prev" when hasPrev
+	hasPrev bool
+	sigOK   bool // signature verified with the key named by key_id, if trusted
 	inclErr error
+	recv    Record
 }
 
 func (c *checked) fail(step string, pos int, err error) error {
@@ -305,6 +311,7 @@ func (c *checked) checkKeyAndProof(v *verifier) error {
 // checkAll parses each line and checks signatures and proofs in parallel.
 func (v *verifier) checkAll(lines [][]byte) []*checked {
 	out := make([]*checked, len(lines))
+	slab := make([]checked, len(lines))
 	const block = 64
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -313,13 +320,15 @@ func (v *verifier) checkAll(lines [][]byte) []*checked {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var s scratch
 			for {
 				lo := int(next.Add(block)) - block
 				if lo >= len(lines) {
 					return
 				}
 				for i := lo; i < min(lo+block, len(lines)); i++ {
-					out[i] = v.check(lines[i])
+					v.check(lines[i], &slab[i], &s)
+					out[i] = &slab[i]
 				}
 			}
 		}()
@@ -330,8 +339,51 @@ func (v *verifier) checkAll(lines [][]byte) []*checked {
 
 var sigField = []byte(`,"sig":"`)
 
-func (v *verifier) check(line []byte) (c *checked) {
-	c = new(checked)
+// scratch is a worker's reusable buffers.
+type scratch struct {
+	msg   []byte
+	proof [63]tlog.Hash
+	fr    fastRecord
+}
+
+func (v *verifier) internStr(field int, b []byte) string {
+	switch field {
+	case 0:
+		if k := v.trust.keys[string(b)]; k != nil {
+			return k.id
+		}
+	case 1:
+		if string(b) == v.trust.origin {
+			return v.trust.origin
+		}
+	case 2:
+		if string(b) == v.run {
+			return v.run
+		}
+	case 3:
+		switch string(b) {
+		case TypeCallDecided:
+			return TypeCallDecided
+		case TypeCallCompleted:
+			return TypeCallCompleted
+		case TypeModelEvent:
+			return TypeModelEvent
+		case TypeRunRegistered:
+			return TypeRunRegistered
+		case TypeRunClosing:
+			return TypeRunClosing
+		case TypeKeyRetired:
+			return TypeKeyRetired
+		case TypeApprovalRequested:
+			return TypeApprovalRequested
+		case TypeApprovalConsumed:
+			return TypeApprovalConsumed
+		}
+	}
+	return string(b)
+}
+
+func (v *verifier) check(line []byte, c *checked, s *scratch) {
 	defer func() {
 		// Belt and braces: a panic in a dependency on hostile input must
 		// not take down the caller.
@@ -339,52 +391,74 @@ func (v *verifier) check(line []byte) (c *checked) {
 			c.err = fmt.Errorf("%w: internal error: %v", ErrMalformedRecord, p)
 		}
 	}()
-	br, err := parseRecordLine(line)
+	raw, proof, err := parseRecordLineInto(line, s.proof[:0])
 	if err != nil {
 		c.raw, c.err = line, err
-		return c
+		return
 	}
-	c.raw, c.proof = br.Record, br.Proof
-	r, err := ParseRecord(br.Record)
-	if err != nil {
-		c.err = err
-		return c
-	}
-	c.rec = r
-	sum := sha256.Sum256(br.Record)
-	c.chain = hex.EncodeToString(sum[:])
-	if k := v.trust.keys[r.KeyID]; k != nil {
+	c.raw = raw
+	var r *Record
+	at, end := -1, -1
+	if s.fr.parse(raw, &c.recv, v.internStr) {
+		r = &c.recv
+		c.prev, c.hasPrev = s.fr.prev, s.fr.hasPrev
+		at, end = s.fr.sigAt, s.fr.sigEnd
+	} else {
+		r, err = ParseRecord(raw)
+		if err != nil {
+			c.proof = append(tlog.RecordProof(nil), proof...)
+			c.err = err
+			return
+		}
+		if r.Prev != "" {
+			if _, err := hex.Decode(c.prev[:], []byte(r.Prev)); err == nil {
+				c.hasPrev = true
+			}
+		}
 		// raw is canonical, so the record without "sig" is raw with its
 		// top-level `,"sig":"…"` member cut out. It is the last occurrence:
 		// only "time", "type" and "v" follow, and their values are
 		// validated not to contain it.
 		var sigb [88]byte
 		base64.StdEncoding.Encode(sigb[:], r.Sig)
-		at := bytes.LastIndex(br.Record, sigField)
-		end := at + len(sigField) + len(sigb) + 1
-		if at >= 0 && end <= len(br.Record) && bytes.Equal(br.Record[at+len(sigField):end-1], sigb[:]) {
-			msg := make([]byte, 0, len(br.Record)+len(recordDomain)+len(r.Log)+len(r.Run)+len(r.Prev)+48)
-			msg = append(msg, recordDomain...)
-			msg = append(msg, 0)
-			msg = append(msg, r.Log...)
-			msg = append(msg, 0)
-			msg = strconv.AppendInt(msg, r.Index, 10)
-			msg = append(msg, 0)
-			msg = append(msg, r.Run...)
-			msg = append(msg, 0)
-			msg = strconv.AppendInt(msg, r.RunSeq, 10)
-			msg = append(msg, 0)
-			msg = append(msg, r.Prev...)
-			msg = append(msg, 0)
-			msg = append(msg, br.Record[:at]...)
-			msg = append(msg, br.Record[end:]...)
-			c.sigOK = ed25519.Verify(k.pub, msg, r.Sig)
+		at = bytes.LastIndex(raw, sigField)
+		end = at + len(sigField) + len(sigb) + 1
+		if !(at >= 0 && end <= len(raw) && bytes.Equal(raw[at+len(sigField):end-1], sigb[:])) {
+			at = -1
 		}
+	}
+	c.rec = r
+	c.chain = sha256.Sum256(raw)
+	if k := v.trust.keys[r.KeyID]; k != nil && at >= 0 {
+		msg := s.msg[:0]
+		msg = append(msg, recordDomain...)
+		msg = append(msg, 0)
+		msg = append(msg, r.Log...)
+		msg = append(msg, 0)
+		msg = strconv.AppendInt(msg, r.Index, 10)
+		msg = append(msg, 0)
+		msg = append(msg, r.Run...)
+		msg = append(msg, 0)
+		msg = strconv.AppendInt(msg, r.RunSeq, 10)
+		msg = append(msg, 0)
+		if c.hasPrev {
+			msg = hex.AppendEncode(msg, c.prev[:])
+		}
+		msg = append(msg, 0)
+		msg = append(msg, raw[:at]...)
+		msg = append(msg, raw[end:]...)
+		s.msg = msg
+		c.sigOK = ed25519.Verify(k.pub, msg, r.Sig)
+	}
+	if r == &c.recv {
+		r.Sig = nil // aliases s.fr.sig; nothing reads it after this
 	}
 	if r.Index >= v.cp.TreeSize {
 		c.inclErr = fmt.Errorf("%w: index %d not in tree of size %d", ErrInclusion, r.Index, v.cp.TreeSize)
-	} else if err := tlog.CheckRecord(br.Proof, v.cp.TreeSize, v.cp.Root, r.Index, LeafHash(br.Record)); err != nil {
+	} else if err := tlog.CheckRecord(proof, v.cp.TreeSize, v.cp.Root, r.Index, LeafHash(raw)); err != nil {
 		c.inclErr = fmt.Errorf("%w: %w", ErrInclusion, err)
 	}
-	return c
+	if c.inclErr != nil {
+		c.proof = append(tlog.RecordProof(nil), proof...)
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // MaxDepth is the deepest nesting of arrays and objects Parse accepts.
@@ -58,9 +59,32 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 type parser struct {
-	b     []byte
-	i     int
-	canon bool // reject anything not in canonical form
+	b       []byte
+	i       int
+	canon   bool // reject anything not in canonical form
+	discard bool // validate only: build no maps or slices, strings may alias b
+}
+
+// ValidateCanonicalPrefix checks, exactly as ParseCanonical would when the
+// value sits at nesting depth, that b starts with one canonical JSON value,
+// and returns its length. It builds no values. Error offsets are relative
+// to b.
+func ValidateCanonicalPrefix(b []byte, depth int) (int, error) {
+	p := &parser{b: b, canon: true, discard: true}
+	if _, err := p.value(depth); err != nil {
+		return 0, err
+	}
+	return p.i, nil
+}
+
+// ParseCanonicalPrefix is ValidateCanonicalPrefix returning the value.
+func ParseCanonicalPrefix(b []byte, depth int) (any, int, error) {
+	p := &parser{b: b, canon: true}
+	v, err := p.value(depth)
+	if err != nil {
+		return nil, 0, err
+	}
+	return v, p.i, nil
 }
 
 // ErrNotCanonical is returned by ParseCanonical for valid JSON that is not
@@ -163,7 +187,10 @@ func (p *parser) lit(s string) error {
 
 func (p *parser) object(depth int) (any, error) {
 	p.i++ // {
-	m := make(map[string]any)
+	var m map[string]any
+	if !p.discard {
+		m = make(map[string]any)
+	}
 	p.ws()
 	if p.i < len(p.b) && p.b[p.i] == '}' {
 		p.i++
@@ -189,7 +216,7 @@ func (p *parser) object(depth int) (any, error) {
 				return nil, &Error{Offset: at, Err: ErrNotCanonical, Detail: "members out of order"}
 			}
 			last, first = k, false
-		} else if _, dup := m[k]; dup {
+		} else if _, dup := m[k]; dup && !p.discard {
 			return nil, &Error{Offset: at, Err: ErrDuplicateKey, Detail: strconv.Quote(k)}
 		}
 		p.ws()
@@ -202,7 +229,9 @@ func (p *parser) object(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		m[k] = v
+		if !p.discard {
+			m[k] = v
+		}
 		p.ws()
 		if p.i >= len(p.b) {
 			return nil, p.err(ErrSyntax, "unterminated object")
@@ -233,7 +262,9 @@ func (p *parser) array(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		a = append(a, v)
+		if !p.discard {
+			a = append(a, v)
+		}
 		p.ws()
 		if p.i >= len(p.b) {
 			return nil, p.err(ErrSyntax, "unterminated array")
@@ -366,6 +397,9 @@ func (p *parser) string() (_ string, err error) {
 				return "", &Error{Offset: start, Err: ErrUTF8}
 			}
 			p.i++
+			if p.discard && len(s) > 0 {
+				return unsafe.String(&s[0], len(s)), nil
+			}
 			return intern(s), nil
 		}
 		if c == '\\' {

@@ -1,0 +1,47 @@
+package verify
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+	"testing"
+)
+
+func seedRecord(prev, body string) []byte {
+	sig := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 64))
+	return []byte(`{"body":` + body + `,"index":12,"key_id":"0a0b0c0d","log":"custody.local/log","prev":"` + prev +
+		`","run":"r1","run_seq":3,"sig":"` + sig + `","time":"2026-11-25T10:00:01.500Z","type":"call.decided","v":1}`)
+}
+
+// FuzzFastRecordAgrees is the differential check of the verifier's fast
+// record parser: whatever it accepts, ParseRecord accepts too, with the
+// same field values. (It may refuse more; the verifier then falls back to
+// ParseRecord.)
+func FuzzFastRecordAgrees(f *testing.F) {
+	f.Add(seedRecord("", `{}`))
+	f.Add(seedRecord(strings.Repeat("ab", 32), `{"args_commitment":"x","policy_hash":"y"}`))
+	f.Add(seedRecord("", `{"a":[1,2,{"b":"\u0000"}],"n":-9007199254740991}`))
+	f.Add(seedRecord("", `{"b":1,"a":2}`))
+	f.Add(bytes.Replace(seedRecord("", `{}`), []byte(`"v":1`), []byte(`"v":2`), 1))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var fr fastRecord
+		var fast Record
+		if !fr.parse(raw, &fast, func(_ int, b []byte) string { return string(b) }) {
+			return
+		}
+		slow, err := ParseRecord(raw)
+		if err != nil {
+			t.Fatalf("fast parser accepted a record ParseRecord refuses (%v):\n%s", err, raw)
+		}
+		prev := ""
+		if fr.hasPrev {
+			prev = hex.EncodeToString(fr.prev[:])
+		}
+		if fast.V != slow.V || fast.Log != slow.Log || fast.Index != slow.Index || fast.Run != slow.Run ||
+			fast.RunSeq != slow.RunSeq || prev != slow.Prev || fast.Type != slow.Type || !fast.Time.Equal(slow.Time) ||
+			fast.KeyID != slow.KeyID || !bytes.Equal(fr.sig[:], slow.Sig) {
+			t.Fatalf("fast and strict parsers disagree on\n%s\nfast %+v prev %q\nslow %+v", raw, fast, prev, slow)
+		}
+	})
+}
