@@ -160,7 +160,17 @@ func SignedMessage(r *Record) ([]byte, error) {
 }
 
 func signedMessage(r *Record, m map[string]any) ([]byte, error) {
-	b := make([]byte, 0, 512)
+	b := appendSignedPrefix(make([]byte, 0, 512), r)
+	b = append(b, r.Prev...)
+	b = append(b, 0)
+	return jcs.Append(b, m)
+}
+
+// appendSignedPrefix appends the start of a record's signed message, up to
+// and including the NUL after run_seq: the domain, log, index, run and
+// run_seq fields of the format in the package doc. prev, a NUL and the
+// record without "sig" follow.
+func appendSignedPrefix(b []byte, r *Record) []byte {
 	b = append(b, recordDomain...)
 	b = append(b, 0)
 	b = append(b, r.Log...)
@@ -170,10 +180,7 @@ func signedMessage(r *Record, m map[string]any) ([]byte, error) {
 	b = append(b, r.Run...)
 	b = append(b, 0)
 	b = strconv.AppendInt(b, r.RunSeq, 10)
-	b = append(b, 0)
-	b = append(b, r.Prev...)
-	b = append(b, 0)
-	return jcs.Append(b, m)
+	return append(b, 0)
 }
 
 // SignRecord sets r.V (if zero), r.KeyID and r.Sig, signing with s (a note

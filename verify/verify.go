@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -430,17 +429,7 @@ func (v *verifier) check(line []byte, c *checked, s *scratch) {
 	c.rec = r
 	c.chain = sha256.Sum256(raw)
 	if k := v.trust.keys[r.KeyID]; k != nil && at >= 0 {
-		msg := s.msg[:0]
-		msg = append(msg, recordDomain...)
-		msg = append(msg, 0)
-		msg = append(msg, r.Log...)
-		msg = append(msg, 0)
-		msg = strconv.AppendInt(msg, r.Index, 10)
-		msg = append(msg, 0)
-		msg = append(msg, r.Run...)
-		msg = append(msg, 0)
-		msg = strconv.AppendInt(msg, r.RunSeq, 10)
-		msg = append(msg, 0)
+		msg := appendSignedPrefix(s.msg[:0], r)
 		if c.hasPrev {
 			msg = hex.AppendEncode(msg, c.prev[:])
 		}
