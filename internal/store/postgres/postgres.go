@@ -1,0 +1,135 @@
+// Package postgres is custody's store for several replicas: one PostgreSQL
+// database reached through pgx, holding what the embedded SQLite store
+// holds (keys, memory, gateway revocations, the witness's trees, the
+// signer's log) behind the same interfaces, checked by the same
+// conformance suite (internal/store/storetest).
+//
+// Every write that depends on a check (a lease epoch and the state it
+// fences, a witness's stored size, the next leaf index of the log) runs
+// the check and the write in one transaction that first takes the row
+// lock or transaction-scoped advisory lock serializing it, so replicas
+// sharing the database see each step as atomic. A write is durable when
+// its call returns (PostgreSQL commits with synchronous_commit as the
+// server is configured; custody does not lower it).
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// migrationLock is the advisory lock key that serializes schema
+// migrations of replicas starting together ("custody" in ASCII).
+const migrationLock int64 = 0x637573746f6479
+
+// DB is an open custody database. It is safe for concurrent use.
+type DB struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects to the database at url, a PostgreSQL connection URL or
+// key=value string as libpq reads it (e.g.
+// "postgres://custody@db:5432/custody?sslmode=verify-full"), and brings
+// its schema up to date. Tables are created in the connection's
+// search_path schema (set search_path in the URL to use another).
+// The pool holds at most 16 connections unless pool_max_conns says
+// otherwise. The URL, which may carry a password, is never included in
+// an error.
+func Open(ctx context.Context, url string) (*DB, error) {
+	if url == "" {
+		return nil, errors.New("postgres: database URL is required")
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's parse errors can quote the URL, password included.
+		return nil, errors.New("postgres: database URL is not a valid PostgreSQL connection string")
+	}
+	if cfg.MaxConns < 16 && !hasParam(url, "pool_max_conns") {
+		cfg.MaxConns = 16
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect to %s: %w", where(cfg), err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres: connect to %s: %w", where(cfg), err)
+	}
+	d := &DB{pool: pool}
+	if err := d.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// where names the server and database of cfg for errors, never the
+// password.
+func where(cfg *pgxpool.Config) string {
+	return fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+}
+
+func hasParam(url, name string) bool { return strings.Contains(url, name) }
+
+// Close closes every connection of the pool.
+func (d *DB) Close() error {
+	d.pool.Close()
+	return nil
+}
+
+// Ping checks that the database answers (for readiness).
+func (d *DB) Ping(ctx context.Context) error {
+	if err := d.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("postgres: ping: %w", err)
+	}
+	return nil
+}
+
+// migrate applies the migrations the database has not seen yet, tracked
+// in table custody_schema, all in one transaction holding an advisory
+// lock, so that replicas starting together apply each migration once.
+func (d *DB) migrate(ctx context.Context) error {
+	err := d.tx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrationLock); err != nil {
+			return fmt.Errorf("lock schema: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS custody_schema (version integer NOT NULL)`); err != nil {
+			return fmt.Errorf("create custody_schema: %w", err)
+		}
+		var version int
+		err := tx.QueryRow(ctx, "SELECT version FROM custody_schema").Scan(&version)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			if _, err := tx.Exec(ctx, "INSERT INTO custody_schema (version) VALUES (0)"); err != nil {
+				return fmt.Errorf("init custody_schema: %w", err)
+			}
+		case err != nil:
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if version > len(migrations) {
+			return fmt.Errorf("database schema version %d is newer than this binary's %d", version, len(migrations))
+		}
+		for ; version < len(migrations); version++ {
+			if _, err := tx.Exec(ctx, migrations[version]); err != nil {
+				return fmt.Errorf("migration %d: %w", version+1, err)
+			}
+		}
+		_, err = tx.Exec(ctx, "UPDATE custody_schema SET version = $1", version)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: %w", err)
+	}
+	return nil
+}
+
+// tx runs f in a read-committed transaction and commits it if f returns
+// nil; it rolls back otherwise.
+func (d *DB) tx(ctx context.Context, f func(pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, d.pool, f)
+}

@@ -1,0 +1,18 @@
+package postgres
+
+// migrations are applied in order; migration i brings the schema to
+// version i+1 (table custody_schema). Never edit one that has shipped:
+// append a new one. Each domain's schema is beside its queries.
+var migrations = []string{
+	// 1: keys minted by the identity exchange.
+	keysSchema,
+	// 2: memory.
+	memorySchema,
+	// 3: model gateway.
+	gatewaySchema,
+	// 4: witness: the latest tree cosigned per log origin.
+	witnessSchema,
+	// 5: signer: the log, runs, calls, salts, approvals, checkpoints,
+	// policy snapshots, the writer lease.
+	signerSchema,
+}
