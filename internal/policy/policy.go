@@ -70,6 +70,10 @@
 //     could read differently.
 //   - CUSTODY-ARGS-INVALID denies a call whose arguments are not one JSON
 //     object with unique keys.
+//   - CUSTODY-POLICY-INVALID: the signer denies every call of a tenant
+//     whose policy file does not parse, until the file is fixed (the
+//     previous version is not kept: an edit that breaks the file must
+//     not leave a looser policy in force).
 //
 // A call's destinations are found in its arguments, up to 8 levels deep:
 // every string under a key named url, uri, endpoint, host or hostname
@@ -169,6 +173,10 @@ const (
 	RuleNetInternal  = "CUSTODY-NET-INTERNAL"
 	RuleNetAmbiguous = "CUSTODY-NET-AMBIGUOUS"
 	RuleArgsInvalid  = "CUSTODY-ARGS-INVALID"
+	// RulePolicyInvalid is the rule id under which the signer denies every
+	// call of a tenant whose policy file does not parse (the signer, not
+	// [Engine.Decide], applies it).
+	RulePolicyInvalid = "CUSTODY-POLICY-INVALID"
 )
 
 // ReservedPrefix starts the ids of built-in rules.

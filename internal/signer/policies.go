@@ -27,6 +27,20 @@ type policyEntry struct {
 	missing bool
 	pol     *policy.Policy
 	hash    string // verify.PolicyHash of the file bytes
+	invalid bool   // the file does not parse: calls are denied
+}
+
+// invalidPolicyError is returned for a tenant policy file that does not
+// parse; the call is denied under [policy.RulePolicyInvalid] and its
+// record carries the hash of the refused file (stored as a snapshot, so
+// a bundle shows what was refused).
+type invalidPolicyError struct {
+	tenant string
+	hash   string
+}
+
+func (e *invalidPolicyError) Error() string {
+	return fmt.Sprintf("policy %s: the file does not parse", e.tenant)
 }
 
 // validTenant is a Kubernetes namespace name (DNS label): safe as a file name.
@@ -64,24 +78,28 @@ func (s *Signer) tenantPolicy(ctx context.Context, tenant string) (*policy.Polic
 	case statErr != nil:
 		return nil, "", fmt.Errorf("policy %s: %w", tenant, statErr)
 	case e != nil && !e.missing && e.size == fi.Size() && e.mod.Equal(fi.ModTime()):
+		if e.invalid {
+			return nil, e.hash, &invalidPolicyError{tenant: tenant, hash: e.hash}
+		}
 		return e.pol, e.hash, nil
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, "", fmt.Errorf("policy %s: %w", tenant, err)
 	}
-	p, err := policy.Parse(tenant+".yaml", raw)
-	if err != nil {
-		s.log.ErrorContext(ctx, "tenant policy refused; calls fail until it is fixed", "tenant", tenant, "err", err)
-		return nil, "", fmt.Errorf("policy %s: %w", tenant, err)
-	}
 	h := verify.PolicyHash(raw)
+	p, perr := policy.Parse(tenant+".yaml", raw)
 	if err := s.store.PutPolicy(ctx, h, raw); err != nil {
 		return nil, "", fmt.Errorf("policy %s: %w", tenant, err)
 	}
 	c.mu.Lock()
-	c.entries[tenant] = &policyEntry{size: fi.Size(), mod: fi.ModTime(), pol: p, hash: h}
+	c.entries[tenant] = &policyEntry{size: fi.Size(), mod: fi.ModTime(), pol: p, hash: h, invalid: perr != nil}
 	c.mu.Unlock()
+	if perr != nil {
+		s.log.ErrorContext(ctx, "tenant policy refused; the tenant's calls are denied until it is fixed",
+			"tenant", tenant, "policy_hash", h, "rule", policy.RulePolicyInvalid, "err", perr)
+		return nil, h, &invalidPolicyError{tenant: tenant, hash: h}
+	}
 	s.log.InfoContext(ctx, "tenant policy loaded", "tenant", tenant, "policy_hash", h, "rules", len(p.Rules()))
 	return p, h, nil
 }
@@ -103,4 +121,19 @@ func (s *Signer) emptyPolicy(ctx context.Context) (string, error) {
 	c.entries[""] = &policyEntry{missing: true, hash: h}
 	c.mu.Unlock()
 	return h, nil
+}
+
+// denyInvalidPolicy turns d, decided under the built-in rules only, into
+// the deny a tenant gets while its policy file does not parse: the
+// built-in rule ids that matched, then [policy.RulePolicyInvalid]. The
+// reason names no policy content (the parse error is in the signer log).
+func denyInvalidPolicy(d policy.Decision) policy.Decision {
+	d.Effect = policy.Deny
+	d.Default = false
+	d.RuleIDs = append(d.RuleIDs, policy.RulePolicyInvalid)
+	if d.Errors == nil {
+		d.Errors = map[string]string{}
+	}
+	d.Errors[policy.RulePolicyInvalid] = "the tenant policy file does not parse; every call is denied until it is fixed"
+	return d
 }

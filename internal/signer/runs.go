@@ -215,10 +215,14 @@ func (s *Signer) Decide(ctx context.Context, caller apikey.Identity, run string,
 		return DecideResponse{}, err
 	}
 	pol, polHash, err := s.tenantPolicy(ctx, caller.Tenant)
-	if err != nil {
+	var invalid *invalidPolicyError
+	if err != nil && !errors.As(err, &invalid) {
 		return DecideResponse{}, err
 	}
 	d, _ := s.engine.Decide(ctx, pol, policy.Call{Tool: req.Tool, Args: canon, Tenant: caller.Tenant, Agent: caller.Agent, Session: caller.Session})
+	if invalid != nil {
+		d = denyInvalidPolicy(d)
+	}
 	salt := newSalt()
 	commitment, err := verify.CommitArgs(salt, canon)
 	if err != nil {
