@@ -3,17 +3,14 @@ package memory
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"reflect"
 
-	"github.com/google/jsonschema-go/jsonschema"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/mcpauth"
+	"github.com/agentcustody/custody/internal/mcptool"
 )
 
 // VerifyKeyFunc verifies a bearer key and returns its record, failing
@@ -111,61 +108,34 @@ type ReleaseResult struct {
 // another identity could reuse: every request speaks only for its own key
 // (TokenInfo.UserID is still set to the identity, for stateful use).
 func (s *Service) MCPHandler(verify VerifyKeyFunc) http.Handler {
-	server := mcp.NewServer(&mcp.Implementation{Name: "custody-memory", Version: "1"}, &mcp.ServerOptions{
-		Logger:       s.log,
-		Instructions: "Memories and working state of this agent, kept outside the sandbox.",
-	})
+	server := mcptool.NewServer("custody-memory", "Memories and working state of this agent, kept outside the sandbox.", s.log,
+		func(ctx context.Context, tool string, err error) []byte { return refusal(ctx, s.log, tool, err) })
 	no, yes := false, true
 	closed := &no
-	addTool(s, server, &mcp.Tool{Name: "remember", Description: "Remember a text. Remembering the same kind, key and text again stores it once; " +
+	addTool(server, &mcp.Tool{Name: "remember", Description: "Remember a text. Remembering the same kind, key and text again stores it once; " +
 		"a new text with the same kind and key supersedes the old one (kept as history).",
 		Annotations: &mcp.ToolAnnotations{IdempotentHint: true, DestructiveHint: &no, OpenWorldHint: closed}}, s.toolRemember)
-	addTool(s, server, &mcp.Tool{Name: "recall", Description: "Search memories by keywords, best match first (empty query: newest first).",
+	addTool(server, &mcp.Tool{Name: "recall", Description: "Search memories by keywords, best match first (empty query: newest first).",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: closed}}, s.toolRecall)
-	addTool(s, server, &mcp.Tool{Name: "forget", Description: "Delete one memory by id.",
+	addTool(server, &mcp.Tool{Name: "forget", Description: "Delete one memory by id.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: closed}}, s.toolForget)
-	addTool(s, server, &mcp.Tool{Name: "state_get", Description: "Read a working-state slot: its version, value, last writer and lease.",
+	addTool(server, &mcp.Tool{Name: "state_get", Description: "Read a working-state slot: its version, value, last writer and lease.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: closed}}, s.toolStateGet)
-	addTool(s, server, &mcp.Tool{Name: "state_lease", Description: "Acquire or renew the lease on a working-state slot; " +
+	addTool(server, &mcp.Tool{Name: "state_lease", Description: "Acquire or renew the lease on a working-state slot; " +
 		"returns the epoch to write with and the current state.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: closed}}, s.toolStateLease)
-	addTool(s, server, &mcp.Tool{Name: "state_put", Description: "Write a working-state slot while holding its lease, if its version matches.",
+	addTool(server, &mcp.Tool{Name: "state_put", Description: "Write a working-state slot while holding its lease, if its version matches.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, OpenWorldHint: closed}}, s.toolStatePut)
-	addTool(s, server, &mcp.Tool{Name: "state_release", Description: "Release a lease on a working-state slot.",
+	addTool(server, &mcp.Tool{Name: "state_release", Description: "Release a lease on a working-state slot.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: closed}}, s.toolStateRelease)
 
-	limit := int64(2*s.maxState + 6*s.maxText + 1<<20)
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
-		Stateless:           true,
-		JSONResponse:        true,
-		Logger:              s.log,
-		MaxRequestBodyBytes: limit,
-	})
-	return mcpauth.Require(mcpauth.VerifyFunc(verify), s.log, h)
+	return server.Handler(mcpauth.VerifyFunc(verify), int64(2*s.maxState+6*s.maxText+1<<20))
 }
 
-// schemaOptions infer tool schemas; a json.RawMessage is any JSON value.
-var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[json.RawMessage](): {},
-}}
-
-// addTool adds tool, with schemas inferred from In and Out, served by h
-// in the caller's namespace (or the one the arguments name, which h
-// refuses if it is not the caller's).
-func addTool[In, Out any](s *Service, server *mcp.Server, tool *mcp.Tool, h func(context.Context, apikey.Identity, Namespace, In) (Out, error)) {
-	var err error
-	if tool.InputSchema, err = jsonschema.For[In](schemaOptions); err != nil {
-		panic(fmt.Sprintf("memory: input schema of tool %s: %v", tool.Name, err))
-	}
-	if tool.OutputSchema, err = jsonschema.For[Out](schemaOptions); err != nil {
-		panic(fmt.Sprintf("memory: output schema of tool %s: %v", tool.Name, err))
-	}
-	mcp.AddTool(server, tool, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, Out, error) {
-		var zero Out
-		rec, ok := mcpauth.Record(req)
-		if !ok {
-			return nil, zero, toolError(ctx, s.log, errors.New("memory: MCP request without a verified key"))
-		}
+// addTool adds tool, served by h in the caller's namespace (or the one
+// the arguments name, which h refuses if it is not the caller's).
+func addTool[In, Out any](server *mcptool.Server, tool *mcp.Tool, h func(context.Context, apikey.Identity, Namespace, In) (Out, error)) {
+	mcptool.Add(server, tool, func(ctx context.Context, rec apikey.Record, args In) (Out, error) {
 		ns := Namespace{Tenant: rec.Identity.Tenant, Agent: rec.Identity.Agent}
 		if a, ok := any(&args).(interface{ namespace() NamespaceArgs }); ok {
 			n := a.namespace()
@@ -176,34 +146,20 @@ func addTool[In, Out any](s *Service, server *mcp.Server, tool *mcp.Tool, h func
 				ns.Agent = n.Agent
 			}
 		}
-		out, err := h(ctx, rec.Identity, ns, args)
-		if err != nil {
-			return nil, zero, toolError(ctx, s.log, err)
-		}
-		return nil, out, nil
+		return h(ctx, rec.Identity, ns, args)
 	})
 }
 
 func (a *NamespaceArgs) namespace() NamespaceArgs { return *a }
 
-// toolErr is a refused tool call. Its text, which the SDK sends as the
-// tool result's content, is the HTTP API's JSON error body for the same
-// refusal; it never holds a store error's text.
-type toolErr struct {
-	body []byte
-	err  error
-}
-
-func (e *toolErr) Error() string { return string(e.body) }
-func (e *toolErr) Unwrap() error { return e.err }
-
-func toolError(ctx context.Context, log *slog.Logger, err error) error {
+// refusal is err as the HTTP API's error body (see errorBody).
+func refusal(ctx context.Context, log *slog.Logger, tool string, err error) []byte {
 	status, body := errorBody(err)
 	if status >= 500 {
-		log.ErrorContext(ctx, "memory tool failed", "err", err)
+		log.ErrorContext(ctx, "memory tool failed", "tool", tool, "err", err)
 	}
 	b, _ := json.Marshal(body)
-	return &toolErr{body: b, err: err}
+	return b
 }
 
 func (s *Service) toolRemember(ctx context.Context, caller apikey.Identity, ns Namespace, a RememberArgs) (Remembered, error) {

@@ -3,10 +3,8 @@ package signer
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"reflect"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -15,6 +13,7 @@ import (
 	"github.com/agentcustody/custody/internal/apierror"
 	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/mcpauth"
+	"github.com/agentcustody/custody/internal/mcptool"
 )
 
 // RunArgs name the caller's run: the arguments of signer_close_run and
@@ -91,42 +90,40 @@ type ConsumeApprovalArgs struct {
 // SHA-256 only. Being stateless, the server keeps no MCP session another
 // identity could reuse.
 func (s *Signer) MCPHandler(verify func(ctx context.Context, key string) (apikey.Record, error)) http.Handler {
-	server := mcp.NewServer(&mcp.Implementation{Name: "custody-signer", Version: "1"}, &mcp.ServerOptions{
-		Logger:       s.log,
-		Instructions: "Policy decisions and the signed, append-only record of this agent's runs, kept outside the sandbox.",
-	})
+	server := mcptool.NewServer("custody-signer",
+		"Policy decisions and the signed, append-only record of this agent's runs, kept outside the sandbox.", s.log, s.refusal)
 	no, yes := false, true
 	closed := &no
-	addSignerTool(s, server, &mcp.Tool{Name: "signer_register_run", Description: "Start a run for this agent; returns its run id.",
+	addSignerTool(server, &mcp.Tool{Name: "signer_register_run", Description: "Start a run for this agent; returns its run id.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: closed}},
 		func(ctx context.Context, c apikey.Identity, _ RegisterRunArgs) (RunInfo, error) {
 			return s.Register(ctx, c)
 		})
-	addSignerTool(s, server, &mcp.Tool{Name: "signer_decide", Description: "Ask the policy whether a tool call may run (allow, deny or ask); " +
+	addSignerTool(server, &mcp.Tool{Name: "signer_decide", Description: "Ask the policy whether a tool call may run (allow, deny or ask); " +
 		"the decision is signed and recorded in the run.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: closed}},
 		func(ctx context.Context, c apikey.Identity, a DecideArgs) (DecideResponse, error) {
 			return s.Decide(ctx, c, a.Run, DecideRequest{CallID: a.CallID, Tool: a.Tool, Args: a.Args})
 		})
-	addSignerTool(s, server, &mcp.Tool{Name: "signer_complete", Description: "Record the outcome of a decided call.",
+	addSignerTool(server, &mcp.Tool{Name: "signer_complete", Description: "Record the outcome of a decided call.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: closed}},
 		func(ctx context.Context, c apikey.Identity, a CompleteArgs) (Appended, error) {
 			return s.Complete(ctx, c, a.Run, CompleteRequest{CallID: a.CallID, Outcome: a.Outcome})
 		})
-	addSignerTool(s, server, &mcp.Tool{Name: "signer_model_event", Description: "Record metadata about one model call (never its prompt or output).",
+	addSignerTool(server, &mcp.Tool{Name: "signer_model_event", Description: "Record metadata about one model call (never its prompt or output).",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: closed}},
 		func(ctx context.Context, c apikey.Identity, a ModelEventArgs) (Appended, error) {
 			return s.RecordModelEvent(ctx, c, a.Run, ModelEvent{Event: a.Event, Provider: a.Provider, Model: a.Model,
 				RequestID: a.RequestID, StopReason: a.StopReason, InputTokens: a.InputTokens, OutputTokens: a.OutputTokens})
 		})
-	addSignerTool(s, server, &mcp.Tool{Name: "signer_request_approval", Description: "Ask an operator to approve a call decided ask, " +
+	addSignerTool(server, &mcp.Tool{Name: "signer_request_approval", Description: "Ask an operator to approve a call decided ask, " +
 		"bound to its exact tool and args.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: closed}},
 		func(ctx context.Context, c apikey.Identity, a RequestApprovalArgs) (ApprovalInfo, error) {
 			return s.RequestApproval(ctx, c, a.Run, ApprovalRequest{CallID: a.CallID, Tool: a.Tool, Args: a.Args})
 		})
-	addSignerTool(s, server, &mcp.Tool{Name: "signer_wait_approval", Description: "Read an approval, waiting up to wait_seconds (at most 60) " +
-		"while it is pending.",
+	addSignerTool(server, &mcp.Tool{Name: "signer_wait_approval", Description: "Read an approval, waiting up to wait_seconds (at most 60) " +
+		"while it is pending.", InputSchema: waitApprovalSchema(),
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: closed}},
 		func(ctx context.Context, c apikey.Identity, a WaitApprovalArgs) (ApprovalInfo, error) {
 			if a.WaitSeconds < 0 || a.WaitSeconds > int(MaxWait/time.Second) {
@@ -134,79 +131,44 @@ func (s *Signer) MCPHandler(verify func(ctx context.Context, key string) (apikey
 			}
 			return s.WaitApproval(ctx, c, a.Run, a.ApprovalID, time.Duration(a.WaitSeconds)*time.Second)
 		})
-	addSignerTool(s, server, &mcp.Tool{Name: "signer_consume_approval", Description: "Use an approved approval once, with exactly its args.",
+	addSignerTool(server, &mcp.Tool{Name: "signer_consume_approval", Description: "Use an approved approval once, with exactly its args.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: closed}},
 		func(ctx context.Context, c apikey.Identity, a ConsumeApprovalArgs) (ApprovalInfo, error) {
 			return s.ConsumeApproval(ctx, c, a.Run, a.ApprovalID, ConsumeRequest{Args: a.Args})
 		})
-	addSignerTool(s, server, &mcp.Tool{Name: "signer_close_run", Description: "Close a run; later calls in it are refused and recorded.",
+	addSignerTool(server, &mcp.Tool{Name: "signer_close_run", Description: "Close a run; later calls in it are refused and recorded.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &yes, IdempotentHint: false, OpenWorldHint: closed}},
 		func(ctx context.Context, c apikey.Identity, a RunArgs) (Appended, error) {
 			return s.CloseRun(ctx, c, a.Run)
 		})
-	addSignerTool(s, server, &mcp.Tool{Name: "signer_status", Description: "Read a run's state: closed or not, records, pending approvals.",
+	addSignerTool(server, &mcp.Tool{Name: "signer_status", Description: "Read a run's state: closed or not, records, pending approvals.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: closed}},
 		func(ctx context.Context, c apikey.Identity, a RunArgs) (RunInfo, error) {
 			return s.Status(ctx, c, a.Run)
 		})
 
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
-		Stateless:           true,
-		JSONResponse:        true,
-		Logger:              s.log,
-		MaxRequestBodyBytes: 3*maxBody + 1<<16,
-	})
-	return mcpauth.Require(mcpauth.VerifyFunc(verify), s.log, h)
+	return server.Handler(mcpauth.VerifyFunc(verify), 3*maxBody+1<<16)
 }
 
-// mcpSchemaOptions infer tool schemas; a json.RawMessage is any JSON value.
-var mcpSchemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
-	reflect.TypeFor[json.RawMessage](): {},
-}}
+// waitApprovalSchema is WaitApprovalArgs' schema with wait_seconds
+// bounded to 0..MaxWait seconds.
+func waitApprovalSchema() *jsonschema.Schema {
+	sc := mcptool.Schema[WaitApprovalArgs]()
+	lo, hi := 0.0, float64(MaxWait/time.Second)
+	p := sc.Properties["wait_seconds"]
+	p.Minimum, p.Maximum = &lo, &hi
+	return sc
+}
 
-// addSignerTool adds tool, with schemas inferred from In and Out, served
-// by h as the caller's identity.
-func addSignerTool[In, Out any](s *Signer, server *mcp.Server, tool *mcp.Tool, h func(context.Context, apikey.Identity, In) (Out, error)) {
-	var err error
-	if tool.InputSchema, err = jsonschema.For[In](mcpSchemaOptions); err != nil {
-		panic(fmt.Sprintf("signer: input schema of tool %s: %v", tool.Name, err))
-	}
-	if is, ok := tool.InputSchema.(*jsonschema.Schema); ok {
-		if p := is.Properties["wait_seconds"]; p != nil {
-			lo, hi := 0.0, float64(MaxWait/time.Second)
-			p.Minimum, p.Maximum = &lo, &hi
-		}
-	}
-	if tool.OutputSchema, err = jsonschema.For[Out](mcpSchemaOptions); err != nil {
-		panic(fmt.Sprintf("signer: output schema of tool %s: %v", tool.Name, err))
-	}
-	mcp.AddTool(server, tool, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, Out, error) {
-		var zero Out
-		rec, ok := mcpauth.Record(req)
-		if !ok {
-			return nil, zero, s.toolError(ctx, tool.Name, errors.New("signer: MCP request without a verified key"))
-		}
-		out, err := h(ctx, rec.Identity, args)
-		if err != nil {
-			return nil, zero, s.toolError(ctx, tool.Name, err)
-		}
-		return nil, out, nil
+// addSignerTool adds tool, served by h as the caller's identity.
+func addSignerTool[In, Out any](server *mcptool.Server, tool *mcp.Tool, h func(context.Context, apikey.Identity, In) (Out, error)) {
+	mcptool.Add(server, tool, func(ctx context.Context, rec apikey.Record, args In) (Out, error) {
+		return h(ctx, rec.Identity, args)
 	})
 }
 
-// mcpToolErr is a refused tool call. Its text, which the SDK sends as the
-// tool result's content, is the HTTP API's JSON error body for the same
-// refusal; it never holds a store error's text.
-type mcpToolErr struct {
-	body []byte
-	err  error
-}
-
-func (e *mcpToolErr) Error() string { return string(e.body) }
-func (e *mcpToolErr) Unwrap() error { return e.err }
-
-// toolError is err as the HTTP API's error body (see writeError).
-func (s *Signer) toolError(ctx context.Context, tool string, err error) error {
+// refusal is err as the HTTP API's error body (see writeError).
+func (s *Signer) refusal(ctx context.Context, tool string, err error) []byte {
 	code := ErrorCode(err)
 	msg := errorMessage[code]
 	if code == "bad_request" {
@@ -216,5 +178,5 @@ func (s *Signer) toolError(ctx context.Context, tool string, err error) error {
 		s.log.ErrorContext(ctx, "signer tool failed", "tool", tool, "err", err)
 	}
 	b, _ := json.Marshal(apierror.Body{Code: code, Message: msg})
-	return &mcpToolErr{body: b, err: err}
+	return b
 }

@@ -1,0 +1,120 @@
+// Package mcptool serves a custody service's calls as MCP tools: one
+// stateless streamable-HTTP server (JSON responses) behind the bearer-key
+// guard of mcpauth, tools whose schemas are inferred from Go types, and
+// refusals sent as tool errors whose text is the HTTP API's JSON error
+// body for the same refusal. The memory and signer tools use it.
+package mcptool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"reflect"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/mcpauth"
+)
+
+// RefuseFunc returns the HTTP API's JSON error body for err, a refusal
+// of tool. It logs what needs logging (a store failure) and must not put
+// a store error's text, a key or a token in the body.
+type RefuseFunc func(ctx context.Context, tool string, err error) []byte
+
+// Server is an MCP server under construction. Add tools with [Add], then
+// serve it with [Server.Handler].
+type Server struct {
+	mcp    *mcp.Server
+	log    *slog.Logger
+	refuse RefuseFunc
+}
+
+// NewServer returns a server named name (e.g. "custody-memory") that
+// gives clients instructions, logs to log, and turns refusals into tool
+// errors with refuse.
+func NewServer(name, instructions string, log *slog.Logger, refuse RefuseFunc) *Server {
+	return &Server{
+		mcp:    mcp.NewServer(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ServerOptions{Logger: log, Instructions: instructions}),
+		log:    log,
+		refuse: refuse,
+	}
+}
+
+// Handler returns the server over streamable HTTP, stateless (no MCP
+// session another identity could reuse) with JSON responses and request
+// bodies of at most maxBody bytes. Every request must carry
+// "Authorization: Bearer <key>" that verify accepts (see
+// [mcpauth.Require]); a refused key gets 401.
+func (s *Server) Handler(verify mcpauth.VerifyFunc, maxBody int64) http.Handler {
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s.mcp }, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		JSONResponse:        true,
+		Logger:              s.log,
+		MaxRequestBodyBytes: maxBody,
+	})
+	return mcpauth.Require(verify, s.log, h)
+}
+
+// schemaOptions infer tool schemas; a json.RawMessage is any JSON value.
+var schemaOptions = &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+	reflect.TypeFor[json.RawMessage](): {},
+}}
+
+// Schema returns the JSON schema inferred for T, the way [Add] infers a
+// tool's schemas (jsonschema struct tags give descriptions; a
+// json.RawMessage is any JSON value), for a caller that wants to add
+// bounds before setting it as a tool's InputSchema. It panics if T has
+// no schema (a programming error found at start-up).
+func Schema[T any]() *jsonschema.Schema {
+	s, err := jsonschema.For[T](schemaOptions)
+	if err != nil {
+		panic(fmt.Sprintf("mcptool: schema of %v: %v", reflect.TypeFor[T](), err))
+	}
+	return s
+}
+
+// Add adds tool to s, served by h with the verified key record of the
+// request. The input and output schemas are inferred from In and Out
+// unless tool sets them. An error from h becomes a tool error whose text
+// is s's refusal body for it.
+func Add[In, Out any](s *Server, tool *mcp.Tool, h func(context.Context, apikey.Record, In) (Out, error)) {
+	if tool.InputSchema == nil {
+		tool.InputSchema = Schema[In]()
+	}
+	if tool.OutputSchema == nil {
+		tool.OutputSchema = Schema[Out]()
+	}
+	mcp.AddTool(s.mcp, tool, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, Out, error) {
+		var zero Out
+		rec, ok := mcpauth.Record(req)
+		if !ok {
+			return nil, zero, s.toolError(ctx, tool.Name, errNoKey)
+		}
+		out, err := h(ctx, rec, args)
+		if err != nil {
+			return nil, zero, s.toolError(ctx, tool.Name, err)
+		}
+		return nil, out, nil
+	})
+}
+
+var errNoKey = fmt.Errorf("mcptool: MCP request without a verified key")
+
+// ToolError is a refused tool call. Its text, which the SDK sends as the
+// tool result's content, is the HTTP API's JSON error body for the same
+// refusal.
+type ToolError struct {
+	Body []byte // the JSON error body
+	Err  error  // the refusal, for errors.Is/As
+}
+
+func (e *ToolError) Error() string { return string(e.Body) }
+func (e *ToolError) Unwrap() error { return e.Err }
+
+func (s *Server) toolError(ctx context.Context, tool string, err error) error {
+	return &ToolError{Body: s.refuse(ctx, tool, err), Err: err}
+}
