@@ -136,8 +136,9 @@ func findDestinations(args map[string]any) []Destination {
 }
 
 type finder struct {
-	out    []Destination
-	budget int
+	out       []Destination
+	budget    int
+	textDests int // destinations taken from free text, up to maxTextDests
 }
 
 func (f *finder) walk(key string, v any, depth int) {
@@ -179,6 +180,8 @@ func (f *finder) str(key, s string) {
 		f.out = append(f.out, ClassifyURL(s))
 	case weakKeys[k] && hostish(s):
 		f.out = append(f.out, classifyArg(s))
+	default:
+		f.text(s)
 	}
 }
 

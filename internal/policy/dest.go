@@ -76,6 +76,10 @@ type Destination struct {
 	// Reason says why the input is ambiguous or which special name or
 	// range it is in. Safe to log.
 	Reason string `json:"reason,omitempty"`
+	// InText is set for a destination found inside free text (a shell
+	// command, a prompt) rather than as a URL- or host-valued argument;
+	// only metadata endpoints are taken from free text.
+	InText bool `json:"in_text,omitempty"`
 }
 
 func ambiguous(reason string) Destination { return Destination{Kind: KindAmbiguous, Reason: reason} }

@@ -75,13 +75,23 @@
 //     previous version is not kept: an edit that breaks the file must
 //     not leave a looser policy in force).
 //
-// A call's destinations are found in its arguments, up to 8 levels deep:
-// every string under a key named url, uri, endpoint, host or hostname
-// (case-insensitive; also each string of a list under such a key); every
-// string under address or target that looks like a host (it contains
-// ".", ":", "/" or "[", or is a numeric or special name such as
-// localhost or metadata); and every URL with a scheme ("scheme://" or
-// "scheme:\\") inside any string, such as a shell command.
+// A call's destinations are found in its arguments, at every level of
+// nesting (up to the 64 levels arguments may have): every string under a
+// key named url, uri, endpoint, host or hostname (case-insensitive; also
+// each string of a list under such a key); every string under address or
+// target that looks like a host (it contains ".", ":", "/" or "[", or is
+// a numeric or special name such as localhost or metadata); and every
+// string that starts with a scheme ("scheme://" or "scheme:\\").
+//
+// Any other string is free text (a shell command, a script, a prompt)
+// and is searched for cloud metadata endpoints only — a URL with a scheme
+// anywhere in it, or a bare token written as an IP address in any
+// notation or as a metadata name, e.g. "curl -s 169.254.169.254/latest"
+// — which CUSTODY-NET-METADATA denies (marked in_text). Other internal
+// addresses in free text are not denied (a dev server on localhost is
+// ordinary); nor can a text search see an address a command computes
+// ($(printf ...), variables, DNS names the agent controls): network
+// policy around the sandbox is the enforcement, this is the record.
 //
 // # Destination classification
 //
