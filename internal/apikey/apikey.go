@@ -19,7 +19,8 @@
 // Verification is cached per replica for [Options.CacheTTL] (default 30 s);
 // a revocation through this package evicts the entry at once on this
 // replica. Other replicas see it when their cache entry expires, or at once
-// where the store broadcasts revocations (see [Service.Evict]).
+// where the store broadcasts revocations (see [Service.Evict] and
+// [Service.EvictAll]).
 package apikey
 
 import (
@@ -245,10 +246,13 @@ func (s *Service) Verify(ctx context.Context, key string) (Record, error) {
 	}
 	hash := hashKey(key)
 	now := s.now()
+	var gen uint64
 	if s.cache != nil {
-		if r, ok := s.cache.get(hash, now); ok {
+		r, g, ok := s.cache.get(hash, now)
+		if ok {
 			return r, nil
 		}
+		gen = g
 	}
 	r, err := s.store.LookupKey(ctx, hash)
 	if errors.Is(err, ErrNotFound) {
@@ -264,7 +268,7 @@ func (s *Service) Verify(ctx context.Context, key string) (Record, error) {
 		return Record{}, ErrExpired
 	}
 	if s.cache != nil {
-		s.cache.put(r, now)
+		s.cache.put(r, now, gen) // not if evicted meanwhile
 	}
 	return r, nil
 }
@@ -330,6 +334,15 @@ func (s *Service) PruneExpired(ctx context.Context, interval, grace time.Duratio
 func (s *Service) Evict(hash [32]byte) {
 	if s.cache != nil {
 		s.cache.evict(hash)
+	}
+}
+
+// EvictAll empties this replica's verification cache, so that the next
+// verification of every key reads the store. A store that broadcasts
+// revocations calls it when it may have missed some (after reconnecting).
+func (s *Service) EvictAll() {
+	if s.cache != nil {
+		s.cache.evictAll()
 	}
 }
 

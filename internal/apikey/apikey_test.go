@@ -233,6 +233,88 @@ func TestRevokeAgent(t *testing.T) {
 	}
 }
 
+// TestEvict: a revocation made by another replica (straight in the store)
+// is hidden by this replica's cache until Evict drops that key or
+// EvictAll drops every key.
+func TestEvict(t *testing.T) {
+	s, st, _ := newService(t, Options{})
+	ctx := context.Background()
+	a, _ := s.Mint(ctx, alice, 0)
+	b, _ := s.Mint(ctx, alice, 0)
+	for _, m := range []Minted{a, b} {
+		if _, err := s.Verify(ctx, m.Key); err != nil {
+			t.Fatal(err)
+		}
+		st.RevokeKey(ctx, sha256.Sum256([]byte(m.Key)), time.Now())
+		if _, err := s.Verify(ctx, m.Key); err != nil {
+			t.Fatalf("Verify(cached, revoked elsewhere) = %v, want the cached success", err)
+		}
+	}
+	s.Evict(sha256.Sum256([]byte(a.Key)))
+	if _, err := s.Verify(ctx, a.Key); !errors.Is(err, ErrRevoked) {
+		t.Errorf("Verify(a) after Evict(a) = %v, want ErrRevoked", err)
+	}
+	if _, err := s.Verify(ctx, b.Key); err != nil {
+		t.Errorf("Verify(b) after Evict(a) = %v, want the cached success", err)
+	}
+	s.EvictAll()
+	if _, err := s.Verify(ctx, b.Key); !errors.Is(err, ErrRevoked) {
+		t.Errorf("Verify(b) after EvictAll() = %v, want ErrRevoked", err)
+	}
+
+	off, _, _ := newService(t, Options{CacheTTL: -1})
+	off.Evict([32]byte{}) // no cache: nothing to do, no panic
+	off.EvictAll()
+}
+
+// racyStore runs afterLookup once a lookup has read the store.
+type racyStore struct {
+	*memStore
+	afterLookup func()
+}
+
+func (r *racyStore) LookupKey(ctx context.Context, h [32]byte) (Record, error) {
+	rec, err := r.memStore.LookupKey(ctx, h)
+	if f := r.afterLookup; f != nil {
+		r.afterLookup = nil
+		f()
+	}
+	return rec, err
+}
+
+// TestEvictDuringLookup: a verification that read the key before it was
+// revoked and evicted must not cache it afterwards.
+func TestEvictDuringLookup(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		evict func(s *Service, h [32]byte)
+	}{
+		{"Evict", func(s *Service, h [32]byte) { s.Evict(h) }},
+		{"EvictAll", func(s *Service, h [32]byte) { s.EvictAll() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := &racyStore{memStore: newMemStore()}
+			s, err := New(Options{Store: st, Log: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			m, _ := s.Mint(ctx, alice, 0)
+			h := sha256.Sum256([]byte(m.Key))
+			st.afterLookup = func() { // another replica revokes; its notice arrives
+				st.RevokeKey(ctx, h, time.Now())
+				tc.evict(s, h)
+			}
+			if _, err := s.Verify(ctx, m.Key); err != nil {
+				t.Fatalf("Verify() racing the revocation = %v, want the success it read", err)
+			}
+			if _, err := s.Verify(ctx, m.Key); !errors.Is(err, ErrRevoked) {
+				t.Errorf("Verify() after the eviction = %v, want ErrRevoked (the racing read must not be cached)", err)
+			}
+		})
+	}
+}
+
 func TestMiddleware(t *testing.T) {
 	s, _, _ := newService(t, Options{})
 	m, _ := s.Mint(context.Background(), alice, 0)

@@ -9,10 +9,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentcustody/custody/internal/gateway"
-	"github.com/agentcustody/custody/internal/store/sqlite"
 )
 
-func newGateway(ctx context.Context, cfg ServeConfig, db *sqlite.DB, reg prometheus.Registerer, log *slog.Logger) (*gateway.Gateway, error) {
+func newGateway(ctx context.Context, cfg ServeConfig, db gateway.Store, reg prometheus.Registerer, log *slog.Logger) (*gateway.Gateway, error) {
 	path := cfg.GatewaySigningKey
 	if path == "" {
 		path = filepath.Join(cfg.DataDir, gateway.SigningKeyFile)

@@ -24,9 +24,8 @@ import (
 	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/kubeauth"
 	"github.com/agentcustody/custody/internal/memory"
-	"github.com/agentcustody/custody/internal/signer"
 	"github.com/agentcustody/custody/internal/staticauth"
-	"github.com/agentcustody/custody/internal/store/sqlite"
+	"github.com/agentcustody/custody/internal/store/postgres"
 )
 
 func newServeCmd(env Env) *cobra.Command {
@@ -81,7 +80,7 @@ func newLogger(cfg ServeConfig, w io.Writer) *slog.Logger {
 // serve runs until ctx is done, then shuts the listeners down gracefully.
 func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 	log := newLogger(cfg, logw)
-	db, err := sqlite.Open(ctx, cfg.DataDir)
+	db, _, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -95,6 +94,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	followRevocations(ctx, db, keys, log)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -136,14 +136,24 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 	api.Handle("/v1/memory/", instrument("memory", keys.Middleware(mem.Handler())))
 	api.Handle("/mcp", instrument("mcp", mem.MCPHandler(keys.Verify)))
 
-	var sg *signer.Signer
+	var sg *signerSlot
 	if cfg.Signer {
-		if sg, err = newSigner(ctx, cfg, db, log); err != nil {
-			return err
+		sg = &signerSlot{keys: keys}
+		if pg, ok := db.(*postgres.DB); ok {
+			lctx, stopLeased := context.WithCancel(ctx)
+			done := make(chan struct{})
+			go func() { defer close(done); sg.runLeased(lctx, pg, cfg, log) }()
+			defer func() { stopLeased(); <-done }()
+		} else {
+			s, err := newSigner(ctx, cfg, db, log)
+			if err != nil {
+				return err
+			}
+			sg.set(s)
+			defer sg.close()
 		}
-		defer sg.Close()
-		api.Handle("/v1/signer/", instrument("signer", keys.Middleware(sg.Handler())))
-		api.Handle("/mcp/signer", instrument("mcp_signer", sg.MCPHandler(keys.Verify)))
+		api.Handle("/v1/signer/", instrument("signer", sg.API()))
+		api.Handle("/mcp/signer", instrument("mcp_signer", sg.MCP()))
 	}
 
 	health := healthHandlers(ready, log)
@@ -178,7 +188,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 			admin.Handle("/v1/gateway/", instrument("admin_gateway", gw.AdminHandler()))
 		}
 		if sg != nil {
-			admin.Handle("/v1/signer/", instrument("admin_signer", sg.AdminHandler()))
+			admin.Handle("/v1/signer/", instrument("admin_signer", sg.Admin()))
 		}
 		auth := &adminAuth{token: tok, accounts: cfg.AdminServiceAccounts, audience: cfg.AdminAudience, reviewer: ex, log: log}
 		servers = append(servers, &namedServer{name: "admin", addr: cfg.AdminListen, handler: auth.wrap(admin)})

@@ -76,8 +76,14 @@ type ServeConfig struct {
 	// MetricsListen serves Prometheus /metrics, /healthz and /readyz.
 	// Default ":8868"; empty disables it.
 	MetricsListen string
-	// DataDir holds the embedded SQLite database. Default "custody-data".
+	// DataDir holds the embedded SQLite database (unless DatabaseURL is
+	// set) and the key files created by default. Default "custody-data".
 	DataDir string
+	// DatabaseURL selects PostgreSQL for several replicas: a pgx/libpq
+	// connection URL. Empty uses SQLite in DataDir. It may carry a
+	// password: give it as CUSTODY_DATABASE_URL from a Secret, not as a
+	// flag other processes can read.
+	DatabaseURL string
 
 	// KubernetesAuth enables POST /v1/auth/kubernetes. Default true.
 	KubernetesAuth bool
@@ -167,7 +173,8 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.Witnesses, "witness", c.Witnesses, "a witness as VKEY@URL (C2SP vkey and tlog-witness URL), repeatable")
 	fs.IntVar(&c.WitnessQuorum, "witness-quorum", c.WitnessQuorum, "witness cosignatures trust.json requires (-1: all configured witnesses)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "listener for Prometheus /metrics, /healthz and /readyz; empty disables it")
-	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the embedded SQLite database (created 0700)")
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the embedded SQLite database and default key files (created 0700)")
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL connection URL for several replicas (prefer CUSTODY_DATABASE_URL: a flag shows in the process list); empty uses SQLite in --data-dir")
 	fs.BoolVar(&c.KubernetesAuth, "kubernetes-auth", c.KubernetesAuth, "serve POST /v1/auth/kubernetes (needs Kubernetes credentials)")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "kubeconfig file; empty uses $KUBECONFIG, then in-cluster config")
 	fs.StringVar(&c.KubernetesAudience, "kubernetes-audience", c.KubernetesAudience, "audience that projected service-account tokens must carry")
@@ -211,6 +218,18 @@ func (c *ServeConfig) Validate() error {
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir is required"))
+	}
+	if c.DatabaseURL != "" {
+		// Replicas share the database, so they must share the keys that
+		// sign what it holds: a key created per replica would split the
+		// log's signatures and make each replica's gateway tokens
+		// unverifiable on the others.
+		if c.Signer && c.SignerKeyFile == "" {
+			errs = append(errs, errors.New("--database-url needs --signer-key-file: one log key shared by every replica (e.g. from a Secret)"))
+		}
+		if c.GatewayListen != "" && c.GatewaySigningKey == "" {
+			errs = append(errs, errors.New("--database-url needs --gateway-signing-key: one token key shared by every replica (e.g. from a Secret)"))
+		}
 	}
 	if !c.KubernetesAuth && c.StaticTokensFile == "" {
 		errs = append(errs, errors.New("no auth method: enable --kubernetes-auth or set --static-tokens-file"))

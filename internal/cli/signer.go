@@ -15,7 +15,6 @@ import (
 
 	"github.com/agentcustody/custody/internal/policy"
 	"github.com/agentcustody/custody/internal/signer"
-	"github.com/agentcustody/custody/internal/store/sqlite"
 	"github.com/agentcustody/custody/internal/witness"
 	"github.com/agentcustody/custody/verify"
 )
@@ -63,7 +62,7 @@ func vkeyName(vkey string) (string, error) {
 	return parts[0], nil
 }
 
-func newSigner(ctx context.Context, cfg ServeConfig, db *sqlite.DB, log *slog.Logger) (*signer.Signer, error) {
+func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.Logger) (*signer.Signer, error) {
 	ws, err := cfg.witnesses()
 	if err != nil {
 		return nil, usageError{err}

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/agentcustody/custody/internal/store/postgres"
 	"github.com/agentcustody/custody/internal/store/sqlite"
 	"github.com/agentcustody/custody/internal/witness"
 	"github.com/agentcustody/custody/verify"
@@ -34,6 +35,10 @@ type WitnessConfig struct {
 	// DataDir holds the witness's SQLite database (the latest cosigned
 	// tree per log). Default "custody-witness-data".
 	DataDir string
+	// DatabaseURL, if set, keeps the trees in PostgreSQL instead (several
+	// witness replicas may share it: the compare-and-swap is atomic across
+	// them). Give it as CUSTODY_WITNESS_DATABASE_URL from a Secret.
+	DatabaseURL string
 	// Name is the witness's key name, e.g. "w1.example". Required.
 	Name string
 	// KeyFile is the Ed25519 PKCS#8 PEM signing key, created (0600) if
@@ -56,6 +61,7 @@ func WitnessDefaults() WitnessConfig {
 func (c *WitnessConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "address for POST /add-checkpoint and /healthz")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the witness database")
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL connection URL for the trees (prefer CUSTODY_WITNESS_DATABASE_URL); empty uses SQLite in --data-dir")
 	fs.StringVar(&c.Name, "name", c.Name, "witness name, the key name of its cosignatures (required)")
 	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "Ed25519 PEM signing key, created 0600 if missing (default <data-dir>/witness-ed25519.pem)")
 	fs.StringArrayVar(&c.Logs, "log", c.Logs, "log to follow as ORIGIN=VKEY (the log's note verifier key); repeatable")
@@ -152,7 +158,15 @@ func serveWitness(ctx context.Context, cfg WitnessConfig, logs []witness.LogConf
 	if err != nil {
 		return err
 	}
-	db, err := sqlite.Open(ctx, cfg.DataDir)
+	var db interface {
+		witness.Store
+		Close() error
+	}
+	if cfg.DatabaseURL != "" {
+		db, err = postgres.Open(ctx, cfg.DatabaseURL)
+	} else {
+		db, err = sqlite.Open(ctx, cfg.DataDir)
+	}
 	if err != nil {
 		return err
 	}

@@ -38,7 +38,7 @@ type RememberArgs struct {
 // RecallArgs are the arguments of the recall tool.
 type RecallArgs struct {
 	NamespaceArgs
-	Query   string `json:"query,omitempty" jsonschema:"keywords, any of which may match (ranked by BM25); empty lists the newest memories"`
+	Query   string `json:"query,omitempty" jsonschema:"keywords, any of which may match (best match first); empty lists the newest memories"`
 	Kind    string `json:"kind,omitempty" jsonschema:"optional kind to restrict results to"`
 	Limit   int    `json:"limit,omitempty" jsonschema:"most results to return, 1 to 100; default 10"`
 	History bool   `json:"history,omitempty" jsonschema:"include superseded memories"`

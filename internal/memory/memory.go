@@ -16,9 +16,10 @@
 // text as an active memory stores nothing and answers "unchanged". A memory
 // with a non-empty key supersedes the active memory of the same kind and
 // key whose text differs ("superseded"); the old one is kept as history,
-// listed by recall with history=true. Recall is keyword search (SQLite FTS5
-// with the unicode61 tokenizer, diacritics folded, every CJK character its
-// own token) ranked by BM25, then newest first; an empty query lists the
+// listed by recall with history=true. Recall is keyword search over the
+// terms of internal/memory/terms (case and diacritics folded, every CJK
+// character its own token), ranked by BM25 in SQLite (FTS5) or ts_rank in
+// PostgreSQL, then newest first; an empty query lists the
 // newest memories. Text is stored and returned byte for byte, never
 // truncated: over [Options.MaxTextBytes] it is refused with a
 // [*TooLargeError].
@@ -214,7 +215,7 @@ const (
 
 // Memory is one remembered text. Its JSON form is the wire format.
 type Memory struct {
-	// ID is opaque (16 lowercase hex digits in the SQLite store), unique
+	// ID is opaque (16 lowercase hex digits in both stores), unique
 	// across namespaces.
 	ID string `json:"id"`
 	// Kind matches ^[a-z][a-z0-9_]{0,31}$, for example "preference".
@@ -375,7 +376,8 @@ type Store interface {
 	// most one memory per (Kind, non-empty Key) is active.
 	RememberMemory(ctx context.Context, ns Namespace, m Memory) (Remembered, error)
 	// RecallMemories returns up to q.Limit memories of ns matching q
-	// (see [Query]), best BM25 match first, then newest; for an empty
+	// (see [Query]), best match first (BM25 in SQLite, ts_rank in
+	// PostgreSQL), then newest; for an empty
 	// q.Text, newest first. Active memories only unless q.History. A
 	// query with no searchable term matches nothing. Query text is never
 	// interpreted as search syntax.

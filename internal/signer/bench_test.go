@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/agentcustody/custody/internal/signer"
+	"github.com/agentcustody/custody/internal/store/postgres/pgtest"
 )
 
 // BenchmarkDecideAppend measures decide+append throughput with durability
@@ -19,10 +22,33 @@ import (
 func BenchmarkDecideAppend(b *testing.B) {
 	e := newEnv(b, nil)
 	floor := fsyncFloor(b, e.dir)
+	benchDecideAppend(b, e.s)
+	b.ReportMetric(floor, "fsync_floor_records/s")
+}
+
+// BenchmarkDecideAppendPostgres is BenchmarkDecideAppend on the
+// PostgreSQL store, appending through the writer lease as a replica does,
+// beside the server's commit floor measured in the same run: one commit
+// per record would cap at commit_floor_records/s.
+func BenchmarkDecideAppendPostgres(b *testing.B) {
+	db := openPG(b, 1)[0]
+	r := startReplica(b, replicaDir(b), lease(b, db).Store())
+	floor := commitFloor(b)
+	benchDecideAppend(b, r.s)
+	b.ReportMetric(floor, "commit_floor_records/s")
+}
+
+// benchDecideAppend decides b.N calls on s, spread over 16 runs, from
+// 64 × GOMAXPROCS goroutines, and reports records/s.
+func benchDecideAppend(b *testing.B, s *signer.Signer) {
 	const runs = 16
 	ids := make([]string, runs)
 	for i := range ids {
-		ids[i] = e.register(agentTok)
+		info, err := s.Register(context.Background(), identity())
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = info.Run
 	}
 	var n atomic.Int64
 	b.SetParallelism(64) // 64 × GOMAXPROCS concurrent callers
@@ -31,7 +57,7 @@ func BenchmarkDecideAppend(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := n.Add(1)
-			_, err := e.s.Decide(context.Background(), identity(), ids[i%runs], signer.DecideRequest{
+			_, err := s.Decide(context.Background(), identity(), ids[i%runs], signer.DecideRequest{
 				CallID: fmt.Sprintf("c%d", i), Tool: "Bash", Args: []byte(`{"command":"ls -la /tmp"}`)})
 			if err != nil {
 				b.Error(err)
@@ -42,7 +68,28 @@ func BenchmarkDecideAppend(b *testing.B) {
 	el := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/el.Seconds(), "records/s")
-	b.ReportMetric(floor, "fsync_floor_records/s")
+}
+
+// commitFloor is 1/(mean time of a one-row INSERT committed on its own)
+// on the test PostgreSQL server.
+func commitFloor(b *testing.B) float64 {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, pgtest.Schema(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE TABLE commit_probe (x integer)"); err != nil {
+		b.Fatal(err)
+	}
+	const n = 200
+	start := time.Now()
+	for range n {
+		if _, err := conn.Exec(ctx, "INSERT INTO commit_probe VALUES (1)"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return n / time.Since(start).Seconds()
 }
 
 // fsyncFloor is 1/(mean time of a 4 KiB write + fsync) in dir.

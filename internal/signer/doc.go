@@ -29,6 +29,15 @@
 // log.rollback_detected in the run "_log" and refuse writes (503
 // log_rollback) until [Signer.AcknowledgeRollback].
 //
+// One signer writes a log: its records sign index, run_seq and prev from
+// state it keeps in memory. A store refuses a batch that does not extend
+// what it holds ([ErrLogConflict]: a second replica appended to the same
+// database); the signer then logs the conflict at Error and refuses every
+// write (503 log_conflict) and every new checkpoint until it is restarted
+// and reloads the log, never re-signing on top of the other writer's
+// records. On PostgreSQL, replicas take the store's writer lease before
+// starting the signer, so only one appends at a time.
+//
 // # Agent API
 //
 // [Signer.Handler] serves, behind apikey's Middleware; only the run's own
@@ -49,8 +58,8 @@
 // was recorded as call.refused in "_log"), 409 duplicate_call, 409 not_ask,
 // approval_pending, approval_denied, approval_consumed, args_mismatch, 410
 // approval_expired (each approval refusal is recorded as approval.refused),
-// 503 log_rollback or unavailable. [Signer.AdminHandler] serves the
-// operator API.
+// 503 log_rollback, log_conflict or unavailable. [Signer.AdminHandler]
+// serves the operator API.
 //
 // # Records written
 //

@@ -39,6 +39,13 @@ var (
 	// ErrLogRollback: a witness has cosigned a larger tree than the signer
 	// holds; writes are refused until an operator acts (503 log_rollback).
 	ErrLogRollback = errors.New("log rollback detected: writes refused")
+	// ErrLogConflict: the store refused a batch that does not extend the
+	// log it holds (another writer, such as a second replica on the same
+	// database, appended to it) or whose writer lease was taken over.
+	// Store.AppendBatch returns it wrapped; the signer then refuses writes
+	// until it is restarted, never retrying with its stale state (503
+	// log_conflict).
+	ErrLogConflict = errors.New("another writer appended to the log")
 	// ErrClosed: the signer is shutting down (503 unavailable).
 	ErrClosed = errors.New("signer closed")
 )
@@ -82,7 +89,7 @@ func ErrorCode(err error) string {
 		{ErrApprovalNotAsk, "not_ask"}, {ErrApprovalPending, "approval_pending"},
 		{ErrApprovalDenied, "approval_denied"}, {ErrApprovalConsumed, "approval_consumed"},
 		{ErrApprovalExpired, "approval_expired"}, {ErrArgsMismatch, "args_mismatch"},
-		{ErrLogRollback, "log_rollback"},
+		{ErrLogRollback, "log_rollback"}, {ErrLogConflict, "log_conflict"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.code

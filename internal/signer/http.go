@@ -207,6 +207,7 @@ var errorMessage = map[string]string{
 	"approval_expired":  "the approval expired",
 	"args_mismatch":     "the args are not the approved args",
 	"log_rollback":      "a witness holds a larger log than this signer; writes are refused until an operator acts",
+	"log_conflict":      "another writer appended to this log; this signer refuses writes until it is restarted",
 	"unavailable":       "signer unavailable",
 }
 

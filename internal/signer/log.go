@@ -113,7 +113,16 @@ func (s *Signer) runBatch(t *txn, batch []*appendReq) {
 	}
 	s.mu.Lock()
 	if err != nil {
-		s.log.Error("group commit failed; reloading state from the store", "err", err, "records", len(t.b.Leaves))
+		if errors.Is(err, ErrLogConflict) {
+			// Another writer holds the log: our size, run heads and
+			// chains are stale. Refuse writes until a restart rather
+			// than re-sign on top of its records.
+			s.conflict = true
+			s.log.Error("LOG CONFLICT: another writer appended to the log; this signer refuses all writes until it is restarted",
+				"err", err, "records", len(t.b.Leaves), "signer_size", s.size-int64(len(t.b.Leaves)))
+		} else {
+			s.log.Error("group commit failed; reloading state from the store", "err", err, "records", len(t.b.Leaves))
+		}
 		if lerr := s.load(context.Background()); lerr != nil {
 			s.log.Error("reload failed; refusing writes", "err", lerr)
 			s.closed = true
@@ -151,6 +160,9 @@ func (t *txn) append(rs *runState, typ string, body map[string]any) (Leaf, error
 	if s.closed {
 		return Leaf{}, ErrClosed
 	}
+	if s.conflict {
+		return Leaf{}, ErrLogConflict
+	}
 	if s.rollback && typ != verify.TypeRollbackDetected {
 		return Leaf{}, ErrLogRollback
 	}
@@ -186,8 +198,11 @@ func (s *Signer) Checkpoint(ctx context.Context) (CheckpointRow, error) {
 	s.cpMu.Lock()
 	defer s.cpMu.Unlock()
 	s.mu.Lock()
-	head, sg := s.head, s.key().signer
+	head, sg, conflict := s.head, s.key().signer, s.conflict
 	s.mu.Unlock()
+	if conflict {
+		return CheckpointRow{}, fmt.Errorf("checkpoint: %w", ErrLogConflict)
+	}
 	latest, err := s.store.LatestCheckpoint(ctx)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return latest, fmt.Errorf("checkpoint: %w", err)
@@ -365,7 +380,7 @@ func (s *Signer) checkpointLoop() {
 		case <-s.stop:
 			return
 		case <-tk.C:
-			if _, err := s.Checkpoint(context.Background()); err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLogRollback) {
+			if _, err := s.Checkpoint(context.Background()); err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLogRollback) && !errors.Is(err, ErrLogConflict) {
 				s.log.Warn("periodic checkpoint failed", "err", err)
 			}
 		}

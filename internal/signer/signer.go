@@ -117,6 +117,7 @@ type Signer struct {
 	head     treeHead            // committed tree
 	runs     map[string]*runState
 	rollback bool
+	conflict bool // the store refused a batch with ErrLogConflict: writes refused until restart
 	closed   bool
 	keys     []*logKey // oldest first; the last one signs
 	keyRecs  []Leaf    // the key.retired records, index order
@@ -389,7 +390,7 @@ func (s *Signer) Close() error {
 		close(s.stop)
 		s.bgWG.Wait()
 		<-s.loopDone
-		if _, cerr := s.Checkpoint(context.Background()); cerr != nil && !errors.Is(cerr, ErrLogRollback) && !errors.Is(cerr, ErrNotFound) {
+		if _, cerr := s.Checkpoint(context.Background()); cerr != nil && !errors.Is(cerr, ErrLogRollback) && !errors.Is(cerr, ErrNotFound) && !errors.Is(cerr, ErrLogConflict) {
 			err = cerr
 		}
 	})

@@ -2,13 +2,15 @@ package signer
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 )
 
-// Store persists the signer's log and the state beside it. The SQLite
-// implementation is internal/store/sqlite.
+// Store persists the signer's log and the state beside it. The
+// implementations are internal/store/sqlite and internal/store/postgres;
+// internal/store/storetest.Signer checks this contract.
 //
 // Consistency: [Store.AppendBatch] is the only write to the log and runs,
 // calls, salts and approvals; it commits all of a batch or nothing in one
@@ -16,8 +18,18 @@ import (
 // signer calls it from one goroutine at a time. Reads may run concurrently
 // with it and see either all of a batch or none of it. Lookups of a missing
 // row return [ErrNotFound] (wrapped or not).
+//
+// Single writer: the signer signs each record's index, run_seq and prev
+// from state it keeps in memory, so a second writer on the same store
+// (another process on the SQLite file, another replica on the PostgreSQL
+// database) would fork the log. AppendBatch therefore checks, in its
+// transaction and serialized with every other AppendBatch on the store,
+// that the batch extends the stored log ([Batch.Extends]) and refuses it
+// with an error wrapping [ErrLogConflict], committing nothing, if not.
 type Store interface {
-	// AppendBatch commits b atomically and durably.
+	// AppendBatch commits b atomically and durably. It returns an error
+	// wrapping ErrLogConflict, and commits nothing, when b does not extend
+	// the stored log.
 	AppendBatch(ctx context.Context, b *Batch) error
 	// ReadHashes returns the tlog stored hashes at the given storage
 	// indexes (tlog.StoredHashIndex), in order. It is a tlog.HashReader.
@@ -149,4 +161,49 @@ func (b *Batch) reset() {
 		Leaves: b.Leaves[:0], Hashes: b.Hashes[:0], Salts: b.Salts[:0],
 		NewRuns: b.NewRuns[:0], ClosedRuns: b.ClosedRuns[:0], Calls: b.Calls[:0], Approvals: b.Approvals[:0],
 	}
+}
+
+// LeafRuns returns the distinct runs of b's leaves, in order of first
+// appearance: the runs whose stored heads [Batch.Extends] needs.
+func (b *Batch) LeafRuns() []string {
+	seen := make(map[string]bool, 8)
+	var out []string
+	for i := range b.Leaves {
+		if r := b.Leaves[i].Run; !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Extends checks that b's leaves extend a stored log of size leaves whose
+// runs end at heads (run -> highest stored run_seq; a run absent from
+// heads has no leaves yet): leaf i of b must have index size+i, and each
+// run's leaves must have consecutive run_seq starting at its head+1 (0 for
+// a new run). Otherwise it returns an error wrapping [ErrLogConflict] that
+// names the first leaf that does not. A batch without leaves extends any
+// log. Stores call it inside AppendBatch's transaction after locking out
+// other writers.
+func (b *Batch) Extends(size int64, heads map[string]int64) error {
+	next := make(map[string]int64, len(heads))
+	for i := range b.Leaves {
+		l := &b.Leaves[i]
+		if want := size + int64(i); l.Index != want {
+			return fmt.Errorf("%w: leaf %d of the batch has index %d, the stored log has %d leaves before it",
+				ErrLogConflict, i, l.Index, want)
+		}
+		want, ok := next[l.Run]
+		if !ok {
+			want = 0
+			if h, ok := heads[l.Run]; ok {
+				want = h + 1
+			}
+		}
+		if l.RunSeq != want {
+			return fmt.Errorf("%w: leaf %d of run %q has run_seq %d, want %d", ErrLogConflict, l.Index, l.Run, l.RunSeq, want)
+		}
+		next[l.Run] = want + 1
+	}
+	return nil
 }

@@ -1,4 +1,356 @@
 package postgres
 
-// memorySchema is migration for the memory tables (to be written).
-const memorySchema = `SELECT 1`
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/agentcustody/custody/internal/memory"
+)
+
+var _ memory.Store = (*DB)(nil)
+
+// memorySchema is migration 2: memories and working state.
+//
+// Text and key are bytea, not text: a memory is kept byte for byte, and
+// PostgreSQL's text cannot hold NUL, which valid UTF-8 may contain. Tags
+// and the lease holder's identity are json (not jsonb, which refuses
+// \u0000). Times have millisecond resolution, as in the SQLite store.
+//
+// memories.terms is the memory's tsvector, built in Go from
+// terms.Tokens (see memoryTerms), not by a text search configuration, so
+// that it holds exactly the tokens the SQLite store indexes.
+//
+// The GIN index has no pending list (fastupdate off): each insert updates
+// the index itself, a little slower, so that a search never has to scan
+// a list of up to gin_pending_list_limit (4 MB) of unindexed entries
+// between vacuums.
+//
+// Writes to one namespace are serialized by a transaction-scoped
+// advisory lock (lockNamespace); the unique partial indexes back the
+// rules it enforces: one active memory per content and per (kind,
+// non-empty key).
+const memorySchema = `
+CREATE TABLE memories (
+	id            bigint PRIMARY KEY CHECK (id > 0), -- random; shown as 16 hex digits
+	tenant        text NOT NULL,
+	agent         text NOT NULL,
+	kind          text NOT NULL,
+	key           bytea NOT NULL,        -- UTF-8; '' when none
+	text          bytea NOT NULL,        -- UTF-8, byte for byte as remembered
+	tags          json NOT NULL,         -- JSON array of strings
+	hash          bytea NOT NULL,        -- SHA-256 of kind, key and text (contentHash)
+	session       text NOT NULL,         -- pod that remembered it
+	created_at    timestamptz NOT NULL,  -- millisecond resolution
+	superseded_by bigint,                -- memories.id of the replacement, NULL while active
+	superseded_at timestamptz,
+	terms         tsvector NOT NULL      -- memoryTerms(text, key and tags)
+);
+CREATE UNIQUE INDEX memories_active_hash ON memories (tenant, agent, hash)
+	WHERE superseded_by IS NULL;
+CREATE UNIQUE INDEX memories_active_key ON memories (tenant, agent, kind, key)
+	WHERE superseded_by IS NULL AND key <> '';
+CREATE INDEX memories_newest ON memories (tenant, agent, created_at, id);
+CREATE INDEX memories_kind_newest ON memories (tenant, agent, kind, created_at, id);
+CREATE INDEX memories_terms ON memories USING gin (terms) WITH (fastupdate = off);
+
+CREATE TABLE memory_state (
+	tenant           text NOT NULL,
+	agent            text NOT NULL,
+	name             text NOT NULL,
+	version          bigint NOT NULL CHECK (version >= 0), -- 0 until first written
+	state            bytea,               -- JSON value byte for byte, NULL at version 0
+	updated_at       timestamptz,
+	updated_by       text,                -- session
+	lease_epoch      bigint NOT NULL,     -- epoch of the last lease granted; only grows
+	lease_holder     text,                -- memory.HolderKey (session/pod UID), NULL when released
+	lease_identity   json,                -- holder's apikey.Identity
+	lease_expires_at timestamptz,
+	PRIMARY KEY (tenant, agent, name),
+	CHECK ((lease_holder IS NULL) = (lease_expires_at IS NULL))
+);
+`
+
+// memoryLockClass is the first key of the two-key advisory locks that
+// serialize writes to a memory namespace ("mem" in ASCII). Two-key locks
+// never collide with single bigint key locks such as migrationLock.
+const memoryLockClass int32 = 0x6d656d
+
+// lockNamespace takes the transaction-scoped advisory lock of ns's
+// memory writes: writes to one namespace, from any replica, run one at a
+// time, and each sees every write committed before it (a read-committed
+// statement's snapshot is taken after the lock is granted). Namespaces
+// whose names hash alike share a lock, which costs only waiting.
+func lockNamespace(ctx context.Context, tx pgx.Tx, ns memory.Namespace) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`,
+		memoryLockClass, strconv.Itoa(len(ns.Tenant))+":"+ns.Tenant+"/"+ns.Agent)
+	if err != nil {
+		return fmt.Errorf("lock namespace: %w", err)
+	}
+	return nil
+}
+
+// contentHash identifies a memory's content: SHA-256 over kind, key and
+// text, each prefixed by its length as a big-endian uint64 (as in the
+// SQLite store).
+func contentHash(kind, key, text string) []byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, f := range []string{kind, key, text} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:])
+		h.Write([]byte(f))
+	}
+	return h.Sum(nil)
+}
+
+// newMemoryID returns a random positive int64, which says nothing about
+// how many memories exist.
+func newMemoryID() (int64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, err
+	}
+	id := int64(binary.BigEndian.Uint64(b[:]) >> 1)
+	if id == 0 {
+		id = 1
+	}
+	return id, nil
+}
+
+// formatMemoryID returns id as 16 lowercase hex digits, the form the
+// SQLite store uses too.
+func formatMemoryID(id int64) string { return fmt.Sprintf("%016x", id) }
+
+// parseMemoryID parses the form of formatMemoryID only.
+func parseMemoryID(s string) (int64, bool) {
+	if len(s) != 16 {
+		return 0, false
+	}
+	u, err := strconv.ParseUint(s, 16, 64)
+	if err != nil || u == 0 || u > 1<<63-1 || formatMemoryID(int64(u)) != s {
+		return 0, false
+	}
+	return int64(u), true
+}
+
+// millisUTC returns t at the millisecond resolution the store keeps, in UTC.
+func millisUTC(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()).UTC() }
+
+const memoryColumns = `id, kind, key, text, tags, session, created_at, superseded_by, superseded_at`
+
+// Statements whose plans TestMemoryQueryPlans checks.
+const (
+	sqlFindActiveByHash = `SELECT ` + memoryColumns + ` FROM memories
+		WHERE tenant = $1 AND agent = $2 AND hash = $3 AND superseded_by IS NULL`
+	sqlSupersede = `UPDATE memories SET superseded_by = $1, superseded_at = $2
+		WHERE tenant = $3 AND agent = $4 AND kind = $5 AND key = $6 AND key <> '' AND superseded_by IS NULL
+		RETURNING id`
+	sqlForget = `DELETE FROM memories WHERE id = $1 AND tenant = $2 AND agent = $3`
+)
+
+func scanMemory(row pgx.Row) (memory.Memory, error) {
+	var (
+		m         memory.Memory
+		id        int64
+		key, text []byte
+		tags      []byte
+		supBy     *int64
+		supAt     *time.Time
+		createdAt time.Time
+	)
+	if err := row.Scan(&id, &m.Kind, &key, &text, &tags, &m.Session, &createdAt, &supBy, &supAt); err != nil {
+		return memory.Memory{}, err
+	}
+	m.ID = formatMemoryID(id)
+	m.Key, m.Text = string(key), string(text)
+	m.CreatedAt = createdAt.UTC()
+	if supBy != nil {
+		m.SupersededBy = formatMemoryID(*supBy)
+	}
+	if supAt != nil {
+		m.SupersededAt = supAt.UTC()
+	}
+	if err := json.Unmarshal(tags, &m.Tags); err != nil {
+		return memory.Memory{}, fmt.Errorf("decode tags of memory %s: %w", m.ID, err)
+	}
+	if len(m.Tags) == 0 {
+		m.Tags = nil
+	}
+	return m, nil
+}
+
+const sqlInsertMemory = `INSERT INTO memories (id, tenant, agent, kind, key, text, tags, hash, session, created_at, terms)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::tsvector)`
+
+// memoryInsertArgs returns the arguments of sqlInsertMemory for m of ns under
+// id.
+func memoryInsertArgs(ns memory.Namespace, m memory.Memory, id int64) ([]any, error) {
+	tags := m.Tags
+	if tags == nil {
+		tags = []string{}
+	}
+	tagsJSON, err := json.Marshal(tags)
+	if err != nil {
+		return nil, fmt.Errorf("encode tags: %w", err)
+	}
+	return []any{id, ns.Tenant, ns.Agent, m.Kind, []byte(m.Key), []byte(m.Text), tagsJSON,
+		contentHash(m.Kind, m.Key, m.Text), m.Session, millisUTC(m.CreatedAt), memoryTerms(m)}, nil
+}
+
+// insertMemory inserts m of ns under id, with its terms.
+func insertMemory(ctx context.Context, tx pgx.Tx, ns memory.Namespace, m memory.Memory, id int64) error {
+	args, err := memoryInsertArgs(ns, m, id)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, sqlInsertMemory, args...); err != nil {
+		return fmt.Errorf("insert memory: %w", err)
+	}
+	return nil
+}
+
+// RememberMemory implements memory.Store. Under the namespace's lock it
+// looks for an active duplicate, supersedes the active memory of the same
+// kind and key, and inserts, in one transaction.
+func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
+	var res memory.Remembered
+	err := d.tx(ctx, func(tx pgx.Tx) error {
+		if err := lockNamespace(ctx, tx, ns); err != nil {
+			return err
+		}
+		existing, err := scanMemory(tx.QueryRow(ctx, sqlFindActiveByHash,
+			ns.Tenant, ns.Agent, contentHash(m.Kind, m.Key, m.Text)))
+		if err == nil {
+			res = memory.Remembered{ID: existing.ID, Status: memory.StatusUnchanged, Memory: existing}
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("find duplicate: %w", err)
+		}
+		id, err := newMemoryID()
+		if err != nil {
+			return fmt.Errorf("new memory id: %w", err)
+		}
+		m.ID = formatMemoryID(id)
+		res = memory.Remembered{ID: m.ID, Status: memory.StatusCreated, Memory: m}
+		if m.Key != "" {
+			// Supersede first: at most one active memory per kind and key.
+			var old int64
+			err := tx.QueryRow(ctx, sqlSupersede,
+				id, millisUTC(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, []byte(m.Key)).Scan(&old)
+			switch {
+			case err == nil:
+				res.Status, res.Supersedes = memory.StatusSuperseded, formatMemoryID(old)
+			case !errors.Is(err, pgx.ErrNoRows):
+				return fmt.Errorf("supersede: %w", err)
+			}
+		}
+		return insertMemory(ctx, tx, ns, m, id)
+	})
+	if err != nil {
+		return memory.Remembered{}, fmt.Errorf("postgres: remember memory: %w", err)
+	}
+	return res, nil
+}
+
+// recallSQL returns the statement and arguments for q, or "" if q has
+// text but no searchable term.
+//
+// A search returns the memories whose terms match memoryQuery(q.Text),
+// best first by ts_rank (PostgreSQL has no BM25; see RecallMemories),
+// then newest first.
+func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
+	var filter strings.Builder
+	args := []any{ns.Tenant, ns.Agent}
+	filter.WriteString(`tenant = $1 AND agent = $2`)
+	if q.Kind != "" {
+		args = append(args, q.Kind)
+		fmt.Fprintf(&filter, ` AND kind = $%d`, len(args))
+	}
+	if !q.History {
+		filter.WriteString(` AND superseded_by IS NULL`)
+	}
+	if strings.TrimSpace(q.Text) == "" {
+		args = append(args, q.Limit)
+		return fmt.Sprintf(`SELECT %s FROM memories WHERE %s ORDER BY created_at DESC, id DESC LIMIT $%d`,
+			memoryColumns, filter.String(), len(args)), args
+	}
+	tsq := memoryQuery(q.Text)
+	if tsq == "" {
+		return "", nil
+	}
+	args = append(args, tsq, q.Limit)
+	qi, li := len(args)-1, len(args)
+	return fmt.Sprintf(`SELECT %s FROM memories WHERE %s AND terms @@ $%d::tsquery
+		ORDER BY ts_rank(terms, $%d::tsquery) DESC, created_at DESC, id DESC LIMIT $%d`,
+		memoryColumns, filter.String(), qi, qi, li), args
+}
+
+// RecallMemories implements memory.Store. PostgreSQL has no BM25: a
+// search ranks by ts_rank with the default weights and no length
+// normalization, in which each term's tokens that a memory holds add to
+// its score, a term's repeats adding less and less. So a memory that
+// holds all terms of a query comes before one that holds one (as with
+// BM25 on memories of similar length), but unlike BM25 a rare term weighs
+// no more than a common one. Equal ranks come newest first.
+func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Query) ([]memory.Memory, error) {
+	query, args := recallSQL(ns, q)
+	if query == "" {
+		return nil, nil
+	}
+	rows, err := d.pool.Query(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: recall memories: %w", err)
+	}
+	defer rows.Close()
+	var out []memory.Memory
+	for rows.Next() {
+		m, err := scanMemory(rows)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: recall memories: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("postgres: recall memories: %w", err)
+	}
+	return out, nil
+}
+
+// ForgetMemory implements memory.Store.
+func (d *DB) ForgetMemory(ctx context.Context, ns memory.Namespace, idStr string) error {
+	id, ok := parseMemoryID(idStr)
+	if !ok {
+		return memory.ErrNotFound
+	}
+	err := d.tx(ctx, func(tx pgx.Tx) error {
+		if err := lockNamespace(ctx, tx, ns); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, sqlForget, id, ns.Tenant, ns.Agent)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return memory.ErrNotFound
+		}
+		return nil
+	})
+	if errors.Is(err, memory.ErrNotFound) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("postgres: forget memory: %w", err)
+	}
+	return nil
+}

@@ -110,9 +110,16 @@ func insertRows(ctx context.Context, tx *sql.Tx, head string, width, n int, args
 	return nil
 }
 
-// AppendBatch implements signer.Store.
+// AppendBatch implements signer.Store. Its IMMEDIATE transaction holds
+// the file's write lock from the start, so the check that b extends the
+// stored log (signer.Batch.Extends; errors wrap signer.ErrLogConflict)
+// and the inserts are one step even against another process writing the
+// same file.
 func (d *DB) AppendBatch(ctx context.Context, b *signer.Batch) error {
 	err := d.tx(ctx, func(tx *sql.Tx) error {
+		if err := checkExtends(ctx, tx, b); err != nil {
+			return err
+		}
 		if err := insertRows(ctx, tx, `INSERT INTO signer_leaves (idx, run, run_seq, type, record)`, 5, len(b.Leaves), func(i int) []any {
 			l := &b.Leaves[i]
 			return []any{l.Index, l.Run, l.RunSeq, l.Type, l.Record}
@@ -168,6 +175,55 @@ func (d *DB) AppendBatch(ctx context.Context, b *signer.Batch) error {
 		return fmt.Errorf("sqlite: append signer batch: %w", err)
 	}
 	return nil
+}
+
+// checkExtends reads the stored tree size and the heads of b's runs in tx
+// and checks that b extends them.
+func checkExtends(ctx context.Context, tx *sql.Tx, b *signer.Batch) error {
+	if len(b.Leaves) == 0 {
+		return nil
+	}
+	var last sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT MAX(idx) FROM signer_leaves`).Scan(&last); err != nil {
+		return fmt.Errorf("tree size: %w", err)
+	}
+	size := int64(0)
+	if last.Valid {
+		size = last.Int64 + 1
+	}
+	runs := b.LeafRuns()
+	heads := make(map[string]int64, len(runs))
+	for start := 0; start < len(runs); start += 500 {
+		part := runs[start:min(start+500, len(runs))]
+		args := make([]any, len(part))
+		for i, r := range part {
+			args[i] = r
+		}
+		// One MAX per run, each an index lookup (a GROUP BY would scan
+		// every leaf of the runs).
+		rows, err := tx.QueryContext(ctx, `WITH r(run) AS (VALUES (?)`+strings.Repeat(",(?)", len(part)-1)+`)
+			SELECT run, (SELECT MAX(run_seq) FROM signer_leaves l WHERE l.run = r.run) FROM r`, args...)
+		if err != nil {
+			return fmt.Errorf("run heads: %w", err)
+		}
+		for rows.Next() {
+			var r string
+			var h sql.NullInt64
+			if err := rows.Scan(&r, &h); err != nil {
+				rows.Close()
+				return fmt.Errorf("run heads: %w", err)
+			}
+			if h.Valid {
+				heads[r] = h.Int64
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return fmt.Errorf("run heads: %w", err)
+		}
+	}
+	return b.Extends(size, heads)
 }
 
 // ReadHashes implements signer.Store.

@@ -1,0 +1,127 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentcustody/custody/internal/apierror"
+	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/signer"
+	"github.com/agentcustody/custody/internal/store/postgres"
+)
+
+// signerSlot serves the signer's handlers while this replica runs the
+// signer, and a 503 signer_standby (Retry-After: 1) otherwise. With
+// SQLite the signer runs from start to shutdown; with PostgreSQL only the
+// replica holding the signer writer lease runs it (one writer per log),
+// the others stand by and take over when the lease ends.
+type signerSlot struct {
+	keys *apikey.Service
+	cur  atomic.Pointer[signerHandlers]
+}
+
+type signerHandlers struct {
+	s               *signer.Signer
+	api, mcp, admin http.Handler
+}
+
+func (sl *signerSlot) set(s *signer.Signer) {
+	if s == nil {
+		sl.cur.Store(nil)
+		return
+	}
+	sl.cur.Store(&signerHandlers{
+		s:     s,
+		api:   sl.keys.Middleware(s.Handler()),
+		mcp:   s.MCPHandler(sl.keys.Verify),
+		admin: s.AdminHandler(),
+	})
+}
+
+func (sl *signerSlot) handler(pick func(*signerHandlers) http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := sl.cur.Load()
+		if h == nil {
+			apierror.Unavailable(w, time.Second, "signer_standby", "this replica is standing by for the signer; another replica holds the log's writer lease")
+			return
+		}
+		pick(h).ServeHTTP(w, r)
+	})
+}
+
+// API, MCP and Admin are the three mount points.
+func (sl *signerSlot) API() http.Handler {
+	return sl.handler(func(h *signerHandlers) http.Handler { return h.api })
+}
+func (sl *signerSlot) MCP() http.Handler {
+	return sl.handler(func(h *signerHandlers) http.Handler { return h.mcp })
+}
+func (sl *signerSlot) Admin() http.Handler {
+	return sl.handler(func(h *signerHandlers) http.Handler { return h.admin })
+}
+
+// runLeased runs the signer on db whenever this replica holds the writer
+// lease, until ctx ends: acquire (blocking while another replica holds
+// it), start the signer on the lease's fenced store, serve until the lease
+// is lost, stop, and acquire again. Failures are logged and retried
+// after a pause that doubles up to 30 s.
+func (sl *signerSlot) runLeased(ctx context.Context, db *postgres.DB, cfg ServeConfig, log *slog.Logger) {
+	pause := time.Second
+	wait := func() bool {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(pause):
+			pause = min(2*pause, 30*time.Second)
+			return true
+		}
+	}
+	for ctx.Err() == nil {
+		log.InfoContext(ctx, "signer: waiting for the writer lease")
+		w, err := db.AcquireSignerWriter(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.ErrorContext(ctx, "signer: writer lease", "err", err)
+			if !wait() {
+				return
+			}
+			continue
+		}
+		s, err := newSigner(ctx, cfg, w.Store(), log)
+		if err != nil {
+			log.ErrorContext(ctx, "signer: start failed; releasing the writer lease", "err", err)
+			w.Release()
+			if !wait() {
+				return
+			}
+			continue
+		}
+		pause = time.Second
+		sl.set(s)
+		log.InfoContext(ctx, "signer: this replica holds the writer lease", "epoch", w.Epoch(), "lease_pid", w.PID())
+		select {
+		case <-ctx.Done():
+		case <-w.Lost():
+			log.ErrorContext(ctx, "signer: writer lease lost; standing by", "epoch", w.Epoch())
+		}
+		sl.set(nil)
+		if err := s.Close(); err != nil {
+			log.ErrorContext(ctx, "signer: close", "err", err)
+		}
+		w.Release()
+	}
+}
+
+// close stops a signer that runs without a lease (SQLite).
+func (sl *signerSlot) close() error {
+	h := sl.cur.Swap(nil)
+	if h == nil {
+		return nil
+	}
+	return h.s.Close()
+}

@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/gateway"
+	"github.com/agentcustody/custody/internal/memory"
+	"github.com/agentcustody/custody/internal/signer"
+	"github.com/agentcustody/custody/internal/store/postgres"
+	"github.com/agentcustody/custody/internal/store/sqlite"
+)
+
+// store is what serve keeps in its database: keys, memory, gateway
+// revocations and the signer's log, behind each domain's interface.
+type store interface {
+	apikey.Store
+	memory.Store
+	gateway.Store
+	signer.Store
+	Ping(ctx context.Context) error
+	Close() error
+}
+
+var (
+	_ store = (*sqlite.DB)(nil)
+	_ store = (*postgres.DB)(nil)
+)
+
+// openStore opens PostgreSQL at cfg.DatabaseURL, or else SQLite in
+// cfg.DataDir. The returned name ("postgres" or "sqlite") is for logs.
+func openStore(ctx context.Context, cfg ServeConfig, log *slog.Logger) (store, string, error) {
+	if cfg.DatabaseURL != "" {
+		db, err := postgres.Open(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return nil, "", err
+		}
+		log.InfoContext(ctx, "store: PostgreSQL")
+		return db, "postgres", nil
+	}
+	db, err := sqlite.Open(ctx, cfg.DataDir)
+	if err != nil {
+		return nil, "", err
+	}
+	log.InfoContext(ctx, "store: SQLite", "dir", cfg.DataDir)
+	return db, "sqlite", nil
+}
+
+// followRevocations evicts keys revoked on other replicas from this
+// replica's verification cache as soon as PostgreSQL tells (LISTEN/NOTIFY),
+// until ctx ends. SQLite is one process's: nothing to follow.
+func followRevocations(ctx context.Context, db store, keys *apikey.Service, log *slog.Logger) {
+	pg, ok := db.(*postgres.DB)
+	if !ok {
+		return
+	}
+	go func() {
+		if err := pg.ListenKeyRevocations(ctx, keys.Evict, keys.EvictAll); err != nil && ctx.Err() == nil {
+			log.ErrorContext(ctx, "following key revocations stopped; other replicas' revocations take up to --key-cache-ttl", "err", err)
+		}
+	}()
+}
