@@ -1,7 +1,8 @@
 // Package client is the Go client an agent inside a sandbox uses to reach
 // custody: it exchanges the pod's projected service-account token for a
 // short-lived key, re-exchanges when the key expires or is refused, and
-// calls the memory API in the agent's own namespace.
+// calls the memory API in the agent's own namespace and the signer (runs,
+// decisions, approvals).
 //
 // Configuration comes from the environment the SandboxTemplate in
 // deploy/ sets:
@@ -23,6 +24,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,6 +45,11 @@ type Config struct {
 	RefreshBefore time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// StandbyWait is how long a signer call keeps retrying while custody
+	// answers 503 signer_standby (with several replicas, one holds the
+	// signer's writer lease; during a hand-over none does), each retry
+	// after the answer's Retry-After. Default 30 s; negative: no retry.
+	StandbyWait time.Duration
 }
 
 // FromEnv builds a Config from CUSTODY_URL, CUSTODY_TOKEN_FILE and
@@ -87,6 +94,8 @@ type Error struct {
 	Message string `json:"message"`
 	// Body is the whole response body.
 	Body []byte
+	// RetryAfter is the response's Retry-After (whole seconds), 0 if none.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -114,6 +123,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.StandbyWait == 0 {
+		cfg.StandbyWait = 30 * time.Second
 	}
 	return &Client{cfg: cfg}, nil
 }
@@ -161,23 +173,26 @@ func (c *Client) Revoke(ctx context.Context) error {
 }
 
 // call sends an authenticated request in the agent's namespace (path is
-// relative to /v1/memory/{tenant}/{agent}). A 401 with a key that looked
-// live (revoked, or custody restarted its cache) triggers one
-// re-exchange and retry.
+// relative to /v1/memory/{tenant}/{agent}).
 func (c *Client) call(ctx context.Context, method, path string, body any, hdr http.Header, out any) error {
+	return c.authed(ctx, method, func(k Key) string { return "/v1/memory/" + k.Tenant + "/" + k.Agent + path }, body, hdr, out)
+}
+
+// authed sends an authenticated request to the path path(key) gives. A
+// 401 with a key that looked live (revoked, or custody restarted its
+// cache) triggers one re-exchange and retry.
+func (c *Client) authed(ctx context.Context, method string, path func(Key) string, body any, hdr http.Header, out any) error {
 	k, err := c.CurrentKey(ctx)
 	if err != nil {
 		return err
 	}
-	full := "/v1/memory/" + k.Tenant + "/" + k.Agent + path
-	err = c.do(ctx, method, full, k.Key, body, hdr, out)
+	err = c.do(ctx, method, path(k), k.Key, body, hdr, out)
 	var ce *Error
 	if errors.As(err, &ce) && ce.Status == http.StatusUnauthorized {
 		if k, err = c.Exchange(ctx); err != nil {
 			return err
 		}
-		full = "/v1/memory/" + k.Tenant + "/" + k.Agent + path
-		return c.do(ctx, method, full, k.Key, body, hdr, out)
+		return c.do(ctx, method, path(k), k.Key, body, hdr, out)
 	}
 	return err
 }
@@ -220,6 +235,9 @@ func (c *Client) do(ctx context.Context, method, path, key string, body any, hdr
 	if resp.StatusCode >= 300 {
 		e := &Error{Status: resp.StatusCode, Body: data}
 		_ = json.Unmarshal(data, e)
+		if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+			e.RetryAfter = time.Duration(secs) * time.Second
+		}
 		return e
 	}
 	if out != nil && len(data) > 0 {
