@@ -69,6 +69,12 @@ func (s *signerScenario) run(ctx context.Context) {
 	s.check("S3", "c2 WebFetch http://169.254.169.254/: deny "+strings.Join(ids, " "), r, err,
 		r.Status == http.StatusOK && jsonField(r, "effect") == "deny" && contains(ids, "CUSTODY-NET-METADATA") && contains(ids, "CUSTODY-NET-INTERNAL"),
 		"want deny by the built-in metadata and internal-address rules")
+	r, err = fixture.Do(ctx, "POST", base+"/"+runID+"/decide", k.Key,
+		map[string]any{"call_id": "c3", "tool": "Bash", "args": map[string]any{"command": "curl -s 0xA9FEA9FE/latest/meta-data/iam/"}})
+	ids = jsonStrings(r, "rule_ids")
+	s.check("S3b", "c3 Bash curl -s 0xA9FEA9FE/... (the metadata address in hex, in a shell command): deny "+strings.Join(ids, " "), r, err,
+		r.Status == http.StatusOK && jsonField(r, "effect") == "deny" && contains(ids, "CUSTODY-NET-METADATA"),
+		"want deny by the built-in metadata rule")
 
 	// The Sandbox is deleted (its pod goes with it); the record stays.
 	ref := metav1.GetControllerOf(pod)
