@@ -56,7 +56,7 @@ func followRevocations(ctx context.Context, db store, keys *apikey.Service, log 
 		return
 	}
 	go func() {
-		if err := pg.ListenKeyRevocations(ctx, keys.Evict, keys.EvictAll); err != nil && ctx.Err() == nil {
+		if err := pg.ListenKeyRevocations(ctx, keys.Evict, keys.EvictAll, log); err != nil && ctx.Err() == nil {
 			log.ErrorContext(ctx, "following key revocations stopped; other replicas' revocations take up to --key-cache-ttl", "err", err)
 		}
 	}()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -221,6 +222,7 @@ type listener struct {
 	// listening, if set, is called with the server process ID of each
 	// connection once it listens (tests use it to kill the connection).
 	listening func(pid uint32)
+	log       *slog.Logger
 }
 
 // ListenKeyRevocations delivers the keys revoked through any [DB] on this
@@ -240,12 +242,12 @@ type listener struct {
 // [apikey.Service.EvictAll] do). ListenKeyRevocations returns nil when
 // ctx is done; it returns an error only if evict or evictAll is nil.
 // Connection errors are retried, never returned.
-func (d *DB) ListenKeyRevocations(ctx context.Context, evict func(hash [32]byte), evictAll func()) error {
+func (d *DB) ListenKeyRevocations(ctx context.Context, evict func(hash [32]byte), evictAll func(), log *slog.Logger) error {
 	if evict == nil || evictAll == nil {
 		return errors.New("postgres: listen for key revocations: evict and evictAll are required")
 	}
 	l := &listener{
-		evict: evict, evictAll: evictAll,
+		evict: evict, evictAll: evictAll, log: log,
 		pingEvery: listenPingEvery, minBackoff: listenMinBackoff, maxBackoff: listenMaxBackoff,
 	}
 	d.listen(ctx, l)
@@ -254,6 +256,9 @@ func (d *DB) ListenKeyRevocations(ctx context.Context, evict func(hash [32]byte)
 
 // listen runs l until ctx is done.
 func (d *DB) listen(ctx context.Context, l *listener) {
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
 	backoff := l.minBackoff
 	for ctx.Err() == nil {
 		if listened := d.listenOnce(ctx, l); listened {
@@ -281,6 +286,7 @@ func (d *DB) listenOnce(ctx context.Context, l *listener) (listened bool) {
 	defer cancel()
 	conn, err := pgx.ConnectConfig(sctx, d.pool.Config().ConnConfig)
 	if err != nil {
+		l.log.WarnContext(ctx, "key revocation listener: cannot connect; retrying (other replicas' revocations wait for the cache TTL meanwhile)", "err", err)
 		return false
 	}
 	defer func() {
@@ -289,8 +295,10 @@ func (d *DB) listenOnce(ctx context.Context, l *listener) (listened bool) {
 		conn.Close(cctx)
 	}()
 	if _, err := conn.Exec(sctx, "LISTEN "+pgx.Identifier{KeyRevocationChannel}.Sanitize()); err != nil {
+		l.log.WarnContext(ctx, "key revocation listener: LISTEN failed; retrying", "err", err)
 		return false
 	}
+	l.log.DebugContext(ctx, "key revocation listener: listening", "pid", conn.PgConn().PID())
 	if l.listening != nil {
 		l.listening(conn.PgConn().PID())
 	}
@@ -308,9 +316,11 @@ func (d *DB) listenOnce(ctx context.Context, l *listener) (listened bool) {
 			err := conn.Ping(pctx)
 			cancel()
 			if err != nil {
+				l.log.WarnContext(ctx, "key revocation listener: connection lost; reconnecting and evicting every cached key", "err", err)
 				return true
 			}
 		case err != nil:
+			l.log.WarnContext(ctx, "key revocation listener: connection lost; reconnecting and evicting every cached key", "err", err)
 			return true
 		default:
 			hashes, ok := parseRevocationPayload(n.Payload)

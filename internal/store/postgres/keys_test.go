@@ -145,7 +145,7 @@ func TestListenKeyRevocationsAcrossReplicas(t *testing.T) {
 			case ready <- struct{}{}:
 			default:
 			}
-		})
+		}, nil)
 	}()
 	defer func() {
 		cancel()
@@ -199,10 +199,10 @@ func TestListenKeyRevocationsAcrossReplicas(t *testing.T) {
 
 func TestListenKeyRevocationsRequiresCallbacks(t *testing.T) {
 	db := openTestDB(t)
-	if err := db.ListenKeyRevocations(context.Background(), nil, func() {}); err == nil {
+	if err := db.ListenKeyRevocations(context.Background(), nil, func() {}, nil); err == nil {
 		t.Error("ListenKeyRevocations(nil evict) = nil, want an error")
 	}
-	if err := db.ListenKeyRevocations(context.Background(), func([32]byte) {}, nil); err == nil {
+	if err := db.ListenKeyRevocations(context.Background(), func([32]byte) {}, nil, nil); err == nil {
 		t.Error("ListenKeyRevocations(nil evictAll) = nil, want an error")
 	}
 }
