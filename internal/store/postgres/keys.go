@@ -241,7 +241,8 @@ type listener struct {
 // must return quickly ([apikey.Service.Evict] and
 // [apikey.Service.EvictAll] do). ListenKeyRevocations returns nil when
 // ctx is done; it returns an error only if evict or evictAll is nil.
-// Connection errors are retried, never returned.
+// Connection errors are retried, never returned; each is logged at Warn
+// to log (nil: not logged), without the connection URL.
 func (d *DB) ListenKeyRevocations(ctx context.Context, evict func(hash [32]byte), evictAll func(), log *slog.Logger) error {
 	if evict == nil || evictAll == nil {
 		return errors.New("postgres: listen for key revocations: evict and evictAll are required")
