@@ -270,3 +270,22 @@ func (w *Witness) AddCheckpoint(ctx context.Context, oldSize int64, proof tlog.T
 	log.DebugContext(ctx, "cosigned checkpoint", "root", c.Root.String(), "cosignature", strings.TrimSpace(string(sigs)))
 	return sigs, nil
 }
+
+// CheckSwap is the rule of [Store.CompareAndSwapTree], for stores to
+// apply inside their transaction to the stored tree (size 0 and the zero
+// hash when none): it returns a [*ConflictError] when the stored size is
+// not oldSize, an error wrapping [ErrFork] when the sizes are equal (and
+// not 0) but the roots differ, and otherwise whether newSize/newRoot must
+// be written (false when it is the stored tree already).
+func CheckSwap(storedSize int64, storedRoot tlog.Hash, oldSize, newSize int64, newRoot tlog.Hash) (write bool, err error) {
+	if storedSize != oldSize {
+		return false, &ConflictError{Size: storedSize}
+	}
+	if storedSize == newSize && storedSize > 0 {
+		if storedRoot != newRoot {
+			return false, fmt.Errorf("%w: size %d", ErrFork, storedSize)
+		}
+		return false, nil
+	}
+	return true, nil
+}

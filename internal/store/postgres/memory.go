@@ -2,9 +2,6 @@ package postgres
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,50 +96,6 @@ func lockNamespace(ctx context.Context, tx pgx.Tx, ns memory.Namespace) error {
 	return nil
 }
 
-// contentHash identifies a memory's content: SHA-256 over kind, key and
-// text, each prefixed by its length as a big-endian uint64 (as in the
-// SQLite store).
-func contentHash(kind, key, text string) []byte {
-	h := sha256.New()
-	var n [8]byte
-	for _, f := range []string{kind, key, text} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
-		h.Write(n[:])
-		h.Write([]byte(f))
-	}
-	return h.Sum(nil)
-}
-
-// newMemoryID returns a random positive int64, which says nothing about
-// how many memories exist.
-func newMemoryID() (int64, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return 0, err
-	}
-	id := int64(binary.BigEndian.Uint64(b[:]) >> 1)
-	if id == 0 {
-		id = 1
-	}
-	return id, nil
-}
-
-// formatMemoryID returns id as 16 lowercase hex digits, the form the
-// SQLite store uses too.
-func formatMemoryID(id int64) string { return fmt.Sprintf("%016x", id) }
-
-// parseMemoryID parses the form of formatMemoryID only.
-func parseMemoryID(s string) (int64, bool) {
-	if len(s) != 16 {
-		return 0, false
-	}
-	u, err := strconv.ParseUint(s, 16, 64)
-	if err != nil || u == 0 || u > 1<<63-1 || formatMemoryID(int64(u)) != s {
-		return 0, false
-	}
-	return int64(u), true
-}
-
 // millisUTC returns t at the millisecond resolution the store keeps, in UTC.
 func millisUTC(t time.Time) time.Time { return time.UnixMilli(t.UnixMilli()).UTC() }
 
@@ -171,11 +124,11 @@ func scanMemory(row pgx.Row) (memory.Memory, error) {
 	if err := row.Scan(&id, &m.Kind, &key, &text, &tags, &m.Session, &createdAt, &supBy, &supAt); err != nil {
 		return memory.Memory{}, err
 	}
-	m.ID = formatMemoryID(id)
+	m.ID = memory.FormatID(id)
 	m.Key, m.Text = string(key), string(text)
 	m.CreatedAt = createdAt.UTC()
 	if supBy != nil {
-		m.SupersededBy = formatMemoryID(*supBy)
+		m.SupersededBy = memory.FormatID(*supBy)
 	}
 	if supAt != nil {
 		m.SupersededAt = supAt.UTC()
@@ -204,7 +157,7 @@ func memoryInsertArgs(ns memory.Namespace, m memory.Memory, id int64) ([]any, er
 		return nil, fmt.Errorf("encode tags: %w", err)
 	}
 	return []any{id, ns.Tenant, ns.Agent, m.Kind, []byte(m.Key), []byte(m.Text), tagsJSON,
-		contentHash(m.Kind, m.Key, m.Text), m.Session, millisUTC(m.CreatedAt), memoryTerms(m)}, nil
+		memory.ContentHash(m.Kind, m.Key, m.Text), m.Session, millisUTC(m.CreatedAt), memoryTerms(m)}, nil
 }
 
 // insertMemory inserts m of ns under id, with its terms.
@@ -229,7 +182,7 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 			return err
 		}
 		existing, err := scanMemory(tx.QueryRow(ctx, sqlFindActiveByHash,
-			ns.Tenant, ns.Agent, contentHash(m.Kind, m.Key, m.Text)))
+			ns.Tenant, ns.Agent, memory.ContentHash(m.Kind, m.Key, m.Text)))
 		if err == nil {
 			res = memory.Remembered{ID: existing.ID, Status: memory.StatusUnchanged, Memory: existing}
 			return nil
@@ -237,11 +190,11 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("find duplicate: %w", err)
 		}
-		id, err := newMemoryID()
+		id, err := memory.NewID()
 		if err != nil {
 			return fmt.Errorf("new memory id: %w", err)
 		}
-		m.ID = formatMemoryID(id)
+		m.ID = memory.FormatID(id)
 		res = memory.Remembered{ID: m.ID, Status: memory.StatusCreated, Memory: m}
 		if m.Key != "" {
 			// Supersede first: at most one active memory per kind and key.
@@ -250,7 +203,7 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 				id, millisUTC(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, []byte(m.Key)).Scan(&old)
 			switch {
 			case err == nil:
-				res.Status, res.Supersedes = memory.StatusSuperseded, formatMemoryID(old)
+				res.Status, res.Supersedes = memory.StatusSuperseded, memory.FormatID(old)
 			case !errors.Is(err, pgx.ErrNoRows):
 				return fmt.Errorf("supersede: %w", err)
 			}
@@ -329,7 +282,7 @@ func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Q
 
 // ForgetMemory implements memory.Store.
 func (d *DB) ForgetMemory(ctx context.Context, ns memory.Namespace, idStr string) error {
-	id, ok := parseMemoryID(idStr)
+	id, ok := memory.ParseID(idStr)
 	if !ok {
 		return memory.ErrNotFound
 	}

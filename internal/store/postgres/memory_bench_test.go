@@ -28,7 +28,7 @@ func loadMemories(tb testing.TB, db *DB, ns memory.Namespace, ms []memory.Memory
 		for len(ms) > 0 {
 			var batch pgx.Batch
 			for _, m := range ms[:min(len(ms), 1000)] {
-				id, err := newMemoryID()
+				id, err := memory.NewID()
 				if err != nil {
 					return err
 				}

@@ -44,9 +44,9 @@ func TestMemoryIDRoundTrip(t *testing.T) {
 		{"", false},
 	}
 	for _, tt := range tests {
-		id, ok := parseMemoryID(tt.in)
-		if ok != tt.ok || ok && formatMemoryID(id) != tt.in {
-			t.Errorf("parseMemoryID(%q) = %d, %v, want ok %v and a round trip", tt.in, id, ok, tt.ok)
+		id, ok := memory.ParseID(tt.in)
+		if ok != tt.ok || ok && memory.FormatID(id) != tt.in {
+			t.Errorf("memory.ParseID(%q) = %d, %v, want ok %v and a round trip", tt.in, id, ok, tt.ok)
 		}
 	}
 }

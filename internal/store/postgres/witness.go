@@ -73,14 +73,8 @@ func (d *DB) CompareAndSwapTree(ctx context.Context, origin string, oldSize, new
 		if err != nil {
 			return err
 		}
-		if size != oldSize {
-			return &witness.ConflictError{Size: size}
-		}
-		if size == newSize && size > 0 {
-			if root != newRoot {
-				return fmt.Errorf("%w: size %d", witness.ErrFork, size)
-			}
-			return nil
+		if write, err := witness.CheckSwap(size, root, oldSize, newSize, newRoot); !write {
+			return err
 		}
 		_, err = tx.Exec(ctx,
 			`UPDATE witness_trees SET tree_size = $2, root = $3, updated_at = extract(epoch FROM now())::bigint WHERE origin = $1`,

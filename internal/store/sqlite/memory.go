@@ -2,14 +2,10 @@ package sqlite
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,46 +13,6 @@ import (
 )
 
 var _ memory.Store = (*DB)(nil)
-
-// contentHash identifies a memory's content: SHA-256 over kind, key and
-// text, each prefixed by its length as a big-endian uint64.
-func contentHash(kind, key, text string) []byte {
-	h := sha256.New()
-	var n [8]byte
-	for _, f := range []string{kind, key, text} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
-		h.Write(n[:])
-		h.Write([]byte(f))
-	}
-	return h.Sum(nil)
-}
-
-// newMemoryID returns a random positive int64 (a rowid that says nothing
-// about how many memories exist).
-func newMemoryID() (int64, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return 0, err
-	}
-	id := int64(binary.BigEndian.Uint64(b[:]) >> 1)
-	if id == 0 {
-		id = 1
-	}
-	return id, nil
-}
-
-func formatMemoryID(id int64) string { return fmt.Sprintf("%016x", id) }
-
-func parseMemoryID(s string) (int64, bool) {
-	if len(s) != 16 {
-		return 0, false
-	}
-	u, err := strconv.ParseUint(s, 16, 64)
-	if err != nil || u == 0 || u > 1<<63-1 || formatMemoryID(int64(u)) != s {
-		return 0, false
-	}
-	return int64(u), true
-}
 
 func millis(t time.Time) int64 { return t.UnixMilli() }
 
@@ -89,10 +45,10 @@ func scanMemory(s scanner) (memory.Memory, error) {
 	if err := s.Scan(&id, &m.Kind, &m.Key, &m.Text, &tags, &m.Session, &created, &supBy, &supAt); err != nil {
 		return memory.Memory{}, err
 	}
-	m.ID = formatMemoryID(id)
+	m.ID = memory.FormatID(id)
 	m.CreatedAt = fromMillis(created)
 	if supBy.Valid {
-		m.SupersededBy = formatMemoryID(supBy.Int64)
+		m.SupersededBy = memory.FormatID(supBy.Int64)
 	}
 	if supAt.Valid {
 		m.SupersededAt = fromMillis(supAt.Int64)
@@ -120,7 +76,7 @@ func insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory
 		`INSERT INTO memories (id, tenant, agent, kind, key, text, tags, hash, session, created_at)
 		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		id, ns.Tenant, ns.Agent, m.Kind, m.Key, m.Text, string(tagsJSON),
-		contentHash(m.Kind, m.Key, m.Text), m.Session, millis(m.CreatedAt)); err != nil {
+		memory.ContentHash(m.Kind, m.Key, m.Text), m.Session, millis(m.CreatedAt)); err != nil {
 		return fmt.Errorf("insert memory: %w", err)
 	}
 	meta := m.Key
@@ -140,7 +96,7 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 	var res memory.Remembered
 	err := d.tx(ctx, func(tx *sql.Tx) error {
 		existing, err := scanMemory(tx.QueryRowContext(ctx, sqlFindActiveByHash,
-			ns.Tenant, ns.Agent, contentHash(m.Kind, m.Key, m.Text)))
+			ns.Tenant, ns.Agent, memory.ContentHash(m.Kind, m.Key, m.Text)))
 		if err == nil {
 			res = memory.Remembered{ID: existing.ID, Status: memory.StatusUnchanged, Memory: existing}
 			return nil
@@ -148,11 +104,11 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 		if !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("find duplicate: %w", err)
 		}
-		id, err := newMemoryID()
+		id, err := memory.NewID()
 		if err != nil {
 			return fmt.Errorf("new memory id: %w", err)
 		}
-		m.ID = formatMemoryID(id)
+		m.ID = memory.FormatID(id)
 		res = memory.Remembered{ID: m.ID, Status: memory.StatusCreated, Memory: m}
 		if m.Key != "" {
 			// Supersede first: at most one active memory per kind and key.
@@ -161,7 +117,7 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 				id, millis(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, m.Key).Scan(&old)
 			switch {
 			case err == nil:
-				res.Status, res.Supersedes = memory.StatusSuperseded, formatMemoryID(old)
+				res.Status, res.Supersedes = memory.StatusSuperseded, memory.FormatID(old)
 			case !errors.Is(err, sql.ErrNoRows):
 				return fmt.Errorf("supersede: %w", err)
 			}
@@ -240,7 +196,7 @@ func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Q
 
 // ForgetMemory implements memory.Store.
 func (d *DB) ForgetMemory(ctx context.Context, ns memory.Namespace, idStr string) error {
-	id, ok := parseMemoryID(idStr)
+	id, ok := memory.ParseID(idStr)
 	if !ok {
 		return memory.ErrNotFound
 	}

@@ -26,7 +26,7 @@ func buildCorpus(b *testing.B, n int) (*DB, *storetest.MemoryCorpus) {
 	start := time.Now()
 	err := db.tx(ctx, func(tx *sql.Tx) error {
 		for _, m := range c.Memories(n, t0) {
-			id, err := newMemoryID()
+			id, err := memory.NewID()
 			if err != nil {
 				return err
 			}

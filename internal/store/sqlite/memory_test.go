@@ -54,12 +54,12 @@ func TestMemoryIDRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
-			id, ok := parseMemoryID(tt.in)
+			id, ok := memory.ParseID(tt.in)
 			if ok != tt.ok {
-				t.Fatalf("parseMemoryID(%q) ok = %v, want %v", tt.in, ok, tt.ok)
+				t.Fatalf("memory.ParseID(%q) ok = %v, want %v", tt.in, ok, tt.ok)
 			}
-			if ok && formatMemoryID(id) != tt.in {
-				t.Errorf("formatMemoryID(%d) = %q, want %q", id, formatMemoryID(id), tt.in)
+			if ok && memory.FormatID(id) != tt.in {
+				t.Errorf("memory.FormatID(%d) = %q, want %q", id, memory.FormatID(id), tt.in)
 			}
 		})
 	}
@@ -71,7 +71,7 @@ var fullScan = regexp.MustCompile(`^SCAN (m|x|memories|memory_state)( |$)`)
 // table: with 100k memories a scan costs tens of milliseconds.
 func TestMemoryQueryPlans(t *testing.T) {
 	db := openTestDB(t)
-	hash := contentHash("fact", "", "x")
+	hash := memory.ContentHash("fact", "", "x")
 	type stmt struct {
 		name string
 		sql  string

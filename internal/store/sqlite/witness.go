@@ -63,14 +63,8 @@ func (d *DB) CompareAndSwapTree(ctx context.Context, origin string, oldSize, new
 		if err != nil {
 			return err
 		}
-		if size != oldSize {
-			return &witness.ConflictError{Size: size}
-		}
-		if size == newSize && size > 0 {
-			if root != newRoot {
-				return fmt.Errorf("%w: size %d", witness.ErrFork, size)
-			}
-			return nil
+		if write, err := witness.CheckSwap(size, root, oldSize, newSize, newRoot); !write {
+			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO witness_trees (origin, tree_size, root, updated_at) VALUES (?, ?, ?, unixepoch())
 			ON CONFLICT (origin) DO UPDATE SET tree_size = excluded.tree_size, root = excluded.root, updated_at = excluded.updated_at`,
