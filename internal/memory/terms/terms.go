@@ -209,18 +209,7 @@ func Query(q string) []string {
 	return out
 }
 
-// hasToken reports whether Tokens(s) is not empty.
-func hasToken(s string) bool {
-	for _, r := range s {
-		if r < utf8.RuneSelf {
-			if 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' {
-				return true
-			}
-			continue
-		}
-		if isSymbol(r) || isWordRune(r) {
-			return true
-		}
-	}
-	return false
-}
+// hasToken reports whether Tokens(s) is not empty. It is defined by
+// Tokens itself, so the two cannot disagree (a CJK symbol that Tokens
+// drops once counted here and built an empty tsquery group).
+func hasToken(s string) bool { return len(Tokens(s)) > 0 }

@@ -109,12 +109,16 @@ func memoryTerms(m memory.Memory) string {
 // It returns "" if q has no term.
 func memoryQuery(q string) string {
 	var b strings.Builder
-	for i, term := range terms.Query(q) {
-		if i > 0 {
+	for _, term := range terms.Query(q) {
+		toks := terms.Tokens(term)
+		if len(toks) == 0 {
+			continue // an empty group is a tsquery syntax error
+		}
+		if b.Len() > 0 {
 			b.WriteString(" | ")
 		}
 		b.WriteByte('(')
-		for j, tok := range terms.Tokens(term) {
+		for j, tok := range toks {
 			if j > 0 {
 				b.WriteString(" <-> ")
 			}

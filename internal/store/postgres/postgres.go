@@ -44,6 +44,9 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	if url == "" {
 		return nil, errors.New("postgres: database URL is required")
 	}
+	if err := checkAuthority(url); err != nil {
+		return nil, err
+	}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx's parse errors can quote the URL, password included.
@@ -68,10 +71,27 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	return d, nil
 }
 
-// where names the server and database of cfg for errors, never the
-// password.
+// where names the server of cfg for errors, never the password.
 func where(cfg *pgxpool.Config) string {
-	return fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	return fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port)
+}
+
+// checkAuthority refuses a URL whose password would be misread as part of
+// the host, port or path: an unencoded "/", "?" or "#" in the password
+// ends the authority early, and what follows (the rest of the password)
+// would be quoted back as a database name or port in errors and logs.
+// Such a URL has an "@" after its authority.
+func checkAuthority(u string) error {
+	rest, ok := strings.CutPrefix(u, "postgres://")
+	if !ok {
+		if rest, ok = strings.CutPrefix(u, "postgresql://"); !ok {
+			return nil // key=value form: no authority
+		}
+	}
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 && strings.Contains(rest[i:], "@") {
+		return errors.New(`postgres: the database URL has an "@" after its host: percent-encode "/", "?", "#" and "@" in the user name and password (e.g. %2F for /)`)
+	}
+	return nil
 }
 
 func hasParam(url, name string) bool { return strings.Contains(url, name) }
@@ -128,8 +148,16 @@ func (d *DB) migrate(ctx context.Context) error {
 	return nil
 }
 
-// tx runs f in a read-committed transaction and commits it if f returns
-// nil; it rolls back otherwise.
+// readCommitted is the isolation every transaction asks for explicitly:
+// the locks the stores take (advisory locks, FOR UPDATE) serialize a check
+// with its write only if the check's snapshot is taken after the lock is
+// granted, which READ COMMITTED does per statement. Under REPEATABLE READ
+// or SERIALIZABLE (a server, role or URL default) the snapshot would
+// predate the wait, and a fenced-off writer could read a stale epoch.
+var readCommitted = pgx.TxOptions{IsoLevel: pgx.ReadCommitted}
+
+// tx runs f in a READ COMMITTED transaction, whatever the server's
+// default, and commits it if f returns nil; it rolls back otherwise.
 func (d *DB) tx(ctx context.Context, f func(pgx.Tx) error) error {
-	return pgx.BeginFunc(ctx, d.pool, f)
+	return pgx.BeginTxFunc(ctx, d.pool, readCommitted, f)
 }

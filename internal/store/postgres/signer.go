@@ -658,7 +658,7 @@ func (w *SignerWriter) acquire(ctx context.Context) error {
 	if _, err := w.conn.Exec(ctx, writerLock, signerLockTag); err != nil {
 		return fmt.Errorf("wait for the lease: %w", err)
 	}
-	return pgx.BeginFunc(ctx, w.conn, func(tx pgx.Tx) error {
+	return pgx.BeginTxFunc(ctx, w.conn, readCommitted, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, appendLock, signerLockTag); err != nil {
 			return fmt.Errorf("wait for appends in flight: %w", err)
 		}
