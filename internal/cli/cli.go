@@ -68,6 +68,7 @@ func runWithIO(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		newExportCmd(),
 		newTrustCmd(),
 		newWitnessCmd(env),
+		newKeysCmd(),
 	)
 	err := root.ExecuteContext(ctx)
 	if err == nil {

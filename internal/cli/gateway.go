@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +16,12 @@ func newGateway(ctx context.Context, cfg ServeConfig, db gateway.Store, reg prom
 	path := cfg.GatewaySigningKey
 	if path == "" {
 		path = filepath.Join(cfg.DataDir, gateway.SigningKeyFile)
+	}
+	if cfg.DatabaseURL != "" {
+		// Replicas share this key: never make one here (see custody keys init).
+		if _, err := os.Stat(path); err != nil {
+			return nil, fmt.Errorf("--gateway-signing-key %s: %w (with --database-url every replica is given the same key; make it with custody keys init)", path, err)
+		}
 	}
 	key, err := gateway.LoadOrCreateSigningKey(path)
 	if err != nil {

@@ -69,10 +69,11 @@ func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.
 	}
 	key := cfg.SignerKeyFile
 	if key == "" {
-		key = filepath.Join(cfg.DataDir, "signer-ed25519.pem")
+		key = filepath.Join(cfg.DataDir, signerKeyFile)
 	}
 	opts := signer.Options{
 		Store: db, KeyFile: key, Origin: cfg.SignerOrigin, PolicyDir: cfg.PolicyDir,
+		Shared: cfg.DatabaseURL != "", // replicas take turns on one log
 		IdleTimeout: cfg.SignerIdle, Log: log,
 		WitnessSize: func(err error) (int64, bool) {
 			var ce *witness.ConflictError

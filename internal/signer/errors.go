@@ -48,6 +48,9 @@ var (
 	ErrLogConflict = errors.New("another writer appended to the log")
 	// ErrClosed: the signer is shutting down (503 unavailable).
 	ErrClosed = errors.New("signer closed")
+	// ErrRotationRefused: key rotation is not possible here, e.g. the key
+	// is shared by several replicas (409 rotation_refused).
+	ErrRotationRefused = errors.New("key rotation refused")
 )
 
 type wrapped struct {
@@ -72,7 +75,7 @@ func HTTPStatusFor(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrApprovalExpired):
 		return http.StatusGone
-	case errors.Is(err, ErrRunClosed), errors.Is(err, ErrDuplicateCall), errors.Is(err, ErrApproval):
+	case errors.Is(err, ErrRunClosed), errors.Is(err, ErrDuplicateCall), errors.Is(err, ErrApproval), errors.Is(err, ErrRotationRefused):
 		return http.StatusConflict
 	}
 	return http.StatusServiceUnavailable
@@ -89,7 +92,7 @@ func ErrorCode(err error) string {
 		{ErrApprovalNotAsk, "not_ask"}, {ErrApprovalPending, "approval_pending"},
 		{ErrApprovalDenied, "approval_denied"}, {ErrApprovalConsumed, "approval_consumed"},
 		{ErrApprovalExpired, "approval_expired"}, {ErrArgsMismatch, "args_mismatch"},
-		{ErrLogRollback, "log_rollback"}, {ErrLogConflict, "log_conflict"},
+		{ErrLogRollback, "log_rollback"}, {ErrLogConflict, "log_conflict"}, {ErrRotationRefused, "rotation_refused"},
 	} {
 		if errors.Is(err, c.err) {
 			return c.code

@@ -85,6 +85,9 @@ func writeKeyFile(path, skey string) error {
 // loadKey reads or creates the log's first key, Options.KeyFile.
 func (s *Signer) loadKey() error {
 	raw, err := os.ReadFile(s.opts.KeyFile)
+	if errors.Is(err, os.ErrNotExist) && s.opts.Shared {
+		return fmt.Errorf("signer: key file %s is missing: with a shared store every replica must be given the log's key, never a new one (make it once with custody keys init)", s.opts.KeyFile)
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		skey, _, gerr := note.GenerateKey(rand.Reader, s.opts.Origin)
 		if gerr != nil {
@@ -170,6 +173,9 @@ func (s *Signer) key() *logKey { return s.keys[len(s.keys)-1] }
 // ([Signer.Trust]); a trust.json that lists only the old key refuses every
 // record and checkpoint signed by the new key.
 func (s *Signer) RotateKey(ctx context.Context) (string, error) {
+	if s.opts.Shared {
+		return "", fmt.Errorf("%w: the log key is shared by several replicas; rotating it here would leave the others without it (stop all but one replica, rotate, then give every replica the new key files)", ErrRotationRefused)
+	}
 	skey, _, err := note.GenerateKey(rand.Reader, s.opts.Origin)
 	if err != nil {
 		return "", fmt.Errorf("signer: generate key: %w", err)
@@ -199,4 +205,76 @@ func (s *Signer) RotateKey(ctx context.Context) (string, error) {
 	}
 	s.log.InfoContext(ctx, "signing key rotated", "key_id", k.id)
 	return k.id, nil
+}
+
+// checkKeySignsLog refuses a key chain that did not sign this log: the
+// latest checkpoint must verify with the current key (or, before the
+// first checkpoint, the last record of "_log" or of an open run must be
+// signed by one of the chain's keys). A replica given another key file
+// (a typo, a stale Secret) would otherwise sign the shared log with a key
+// no trust.json lists. Callers hold s.mu or are New.
+func (s *Signer) checkKeySignsLog(ctx context.Context) error {
+	if s.size == 0 {
+		return nil
+	}
+	cur := s.key()
+	cp, err := s.store.LatestCheckpoint(ctx)
+	switch {
+	case err == nil:
+		v, verr := note.NewVerifier(cur.vkey)
+		if verr != nil {
+			return fmt.Errorf("signer: %w", verr)
+		}
+		if _, err := note.Open(cp.Note, note.VerifierList(v)); err != nil {
+			return fmt.Errorf("signer: the key in %s (key id %s) did not sign this log's latest checkpoint (size %d): every replica must use the log's own key file", s.opts.KeyFile, cur.id, cp.Size)
+		}
+		return nil
+	case !errors.Is(err, ErrNotFound):
+		return fmt.Errorf("signer: check key: %w", err)
+	}
+	runs, err := s.store.OpenRuns(ctx)
+	if err != nil {
+		return fmt.Errorf("signer: check key: %w", err)
+	}
+	ids := []string{verify.LogRun}
+	for _, r := range runs {
+		ids = append(ids, r.ID)
+	}
+	for _, id := range ids {
+		l, err := s.store.LastLeaf(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("signer: check key: %w", err)
+		}
+		rec, err := verify.ParseRecord(l.Record)
+		if err != nil {
+			return fmt.Errorf("signer: check key: record %d: %w", l.Index, err)
+		}
+		for _, k := range s.keys {
+			if k.id == rec.KeyID {
+				return nil
+			}
+		}
+		return fmt.Errorf("signer: the key in %s (key id %s) did not sign this log (record %d is signed by %s): every replica must use the log's own key file", s.opts.KeyFile, cur.id, l.Index, rec.KeyID)
+	}
+	return nil
+}
+
+// CreateKeyFile generates a log signing key for origin (the checkpoint
+// origin, e.g. "custody.example/log") and writes it to path, mode 0600,
+// never overwriting: an existing path is an error wrapping
+// fs.ErrExist. It returns the key's note verifier key
+// ("<origin>+<hash>+<base64>") for witnesses. Use it to make the one key
+// that several replicas share (see [Options.Shared]).
+func CreateKeyFile(path, origin string) (string, error) {
+	skey, vkey, err := note.GenerateKey(rand.Reader, origin)
+	if err != nil {
+		return "", fmt.Errorf("signer: generate key: %w", err)
+	}
+	if err := writeKeyFile(path, skey); err != nil {
+		return "", err
+	}
+	return vkey, nil
 }

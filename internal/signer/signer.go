@@ -31,9 +31,15 @@ type Options struct {
 	// Store persists the log; required.
 	Store Store
 	// KeyFile is the path of the log's note signing key
-	// ("PRIVATE+KEY+<origin>+…"); created with mode 0600 if missing.
-	// Required.
+	// ("PRIVATE+KEY+<origin>+…"); created with mode 0600 if missing
+	// (unless Shared). Required.
 	KeyFile string
+	// Shared says several processes run this signer on one store in turn
+	// (replicas taking over a writer lease). The key must then come from
+	// outside, the same on every replica: a missing KeyFile is an error,
+	// not a new key, and [Signer.RotateKey] is refused (a rotated key
+	// would exist only on the replica that made it).
+	Shared bool
 	// Origin is the log's origin (checkpoint first line and key name).
 	// Default "custody.local/log". An existing key of another name is an
 	// error.
@@ -264,6 +270,9 @@ func (s *Signer) load(ctx context.Context) error {
 	}
 	s.head = treeHead{size, root}
 	if err := s.loadKeys(ctx); err != nil {
+		return err
+	}
+	if err := s.checkKeySignsLog(ctx); err != nil {
 		return err
 	}
 	s.runs = map[string]*runState{}

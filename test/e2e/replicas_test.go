@@ -24,11 +24,16 @@ import (
 func TestReplicasOnPostgreSQL(t *testing.T) {
 	ctx := testCtx(t)
 	dbURL := pgtest.Schema(t)
+	// The shared keys are made once, as an operator does before creating
+	// the Secret; replicas never generate them.
 	keys := t.TempDir()
+	if out, code := custodyCLI(t, ctx, "keys", "init", "--dir", keys); code != 0 {
+		t.Fatalf("custody keys init = %d %s", code, out)
+	}
 	start := func(name string) *fixture.Custody {
 		t.Helper()
 		c, err := startCustody(ctx, name, "--database-url="+dbURL, "--key-cache-ttl=30s",
-			"--signer-key-file="+filepath.Join(keys, "signer.pem"), "--gateway-signing-key="+filepath.Join(keys, "gateway.pem"))
+			"--signer-key-file="+filepath.Join(keys, "signer-ed25519.pem"), "--gateway-signing-key="+filepath.Join(keys, "gateway-ed25519.pem"))
 		if err != nil {
 			t.Fatal(err)
 		}
