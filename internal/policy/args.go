@@ -173,14 +173,22 @@ func (f *finder) str(key, s string) {
 		return
 	}
 	k := strings.ToLower(key)
+	d := Destination{Kind: KindNone}
 	switch {
 	case strongKeys[k]:
-		f.out = append(f.out, classifyArg(s))
+		d = classifyArg(s)
 	case hasURLScheme(s):
-		f.out = append(f.out, ClassifyURL(s))
+		d = ClassifyURL(s)
 	case weakKeys[k] && hostish(s):
-		f.out = append(f.out, classifyArg(s))
-	default:
+		d = classifyArg(s)
+	}
+	if d.Kind != KindNone {
+		f.out = append(f.out, d)
+	}
+	// A value is also free text unless it is, as a whole, a metadata
+	// endpoint already: "http://github.com/;curl${IFS}169.254.169.254/"
+	// is one public URL to a URL parser and two commands to a shell.
+	if d.Kind != KindMetadata {
 		f.text(s)
 	}
 }

@@ -116,8 +116,11 @@ func TestDecide(t *testing.T) {
 			Deny, []string{RuleNetMetadata, RuleNetInternal, "ACME-001", "ACME-004"}, nil, false},
 		{"builtin internal", p, Call{Tool: "WebFetch", Args: json.RawMessage(`{"url":"http://10.0.0.1/"}`)},
 			Deny, []string{RuleNetInternal, "ACME-001", "ACME-004"}, nil, false},
-		{"builtin ambiguous", p, Call{Tool: "WebFetch", Args: json.RawMessage(`{"url":"http://a@169.254.169.254@example.com/"}`)},
+		{"builtin ambiguous", p, Call{Tool: "WebFetch", Args: json.RawMessage(`{"url":"http://a@example.org@example.com/"}`)},
 			Deny, []string{RuleNetAmbiguous, "ACME-001", "ACME-004"}, nil, false},
+		// Ambiguous as a URL, and one of its readings is the metadata address.
+		{"builtin ambiguous metadata", p, Call{Tool: "WebFetch", Args: json.RawMessage(`{"url":"http://a@169.254.169.254@example.com/"}`)},
+			Deny, []string{RuleNetMetadata, RuleNetInternal, RuleNetAmbiguous, "ACME-001", "ACME-004"}, nil, false},
 		{"identity vars", p, Call{Tool: "Who", Tenant: "acme", Agent: "bot", Session: "pod-1"},
 			Ask, []string{"ACME-001", "ACME-009"}, nil, false},
 		{"int args", p, Call{Tool: "Count", Args: json.RawMessage(`{"n": 6}`)}, Deny, []string{"ACME-001", "ACME-010"}, nil, false},

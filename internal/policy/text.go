@@ -1,30 +1,40 @@
 package policy
 
-import "strings"
+import (
+	"net/netip"
+	"strings"
+)
 
 // Free text (a shell command, a script, a prompt) is searched for cloud
 // metadata endpoints only: an internal or ambiguous address in prose is
 // too common to deny (a dev server on localhost, an example IP), while a
 // metadata address in a command is almost never anything but an attempt
 // to read the node's credentials.
-const (
-	// maxTextDests bounds the destinations taken from one call's text.
-	maxTextDests = 64
-	// maxTextToken bounds the length of a token that is classified.
-	maxTextToken = 2048
-)
+
+// maxTextDests bounds the destinations taken from one call's text.
+const maxTextDests = 64
 
 // textDelims separate tokens of free text: whitespace, quotes and shell
 // punctuation. Brackets stay inside tokens ("[fd00:ec2::254]").
 const textDelims = " \t\r\n\v\f\"'`<>|;&(){}=,"
 
-// text adds, marked InText, the metadata endpoints named in free text s:
-// every URL with a scheme in it, and every bare token whose host looks
-// like an IP address in any notation (169.254.169.254, 0xA9FEA9FE,
-// 2852039166, [fd00:ec2::254]) or like a metadata name
-// (metadata.google.internal). Tokens that are not metadata endpoints are
-// not recorded.
+// text adds, marked InText, the metadata endpoints named in free text s,
+// read as it is and once more with shell quoting and parameter
+// expansions removed ("169.254.169.25\"4\"", "169.254${x}.169.254").
+// Every token is tried as a URL with a scheme (from the scheme on), as an
+// IP address in any notation (bare IPv6 too), as host[:port][/path], and
+// by each of its parts between "/", ":", "@", "\" (bash's
+// /dev/tcp/HOST/PORT, socat's TCP:HOST:PORT, curl's --resolve
+// NAME:PORT:ADDR, http:/HOST, userinfo tricks). Tokens that are not
+// metadata endpoints are not recorded.
 func (f *finder) text(s string) {
+	f.scan(s)
+	if d := unquote(s); d != s {
+		f.scan(d)
+	}
+}
+
+func (f *finder) scan(s string) {
 	for len(s) > 0 && f.textDests < maxTextDests {
 		i := strings.IndexAny(s, textDelims)
 		tok := s
@@ -33,58 +43,85 @@ func (f *finder) text(s string) {
 		} else {
 			s = ""
 		}
-		if tok == "" || len(tok) > maxTextToken {
-			continue
+		if tok != "" {
+			f.token(tok)
 		}
-		var cand string
-		if j := strings.Index(tok, "://"); j > 0 {
-			k := j
-			for k > 0 && schemeChar(tok[k-1]) {
-				k--
-			}
-			if k == j {
-				continue
-			}
-			cand = tok[k:]
-		} else if addressLike(tok) {
-			cand = tok
-		} else {
-			continue
-		}
-		d := ClassifyURL(cand)
-		if d.Kind != KindMetadata {
-			// A URL that is not a metadata endpoint as a whole may hide one
-			// behind userinfo or backslash tricks
-			// (http://u@169.254.169.254@evil.example/): look at its parts.
-			if strings.ContainsAny(cand, "@\\") {
-				f.parts(cand)
-			}
-			continue
-		}
-		f.add(d, cand)
 	}
 }
 
-// parts adds the metadata endpoints among the "@", "\\" and "/"
-// separated parts of a URL.
-func (f *finder) parts(u string) {
-	for _, p := range strings.FieldsFunc(u, func(r rune) bool { return r == '@' || r == '\\' || r == '/' }) {
-		if f.textDests >= maxTextDests {
+// token adds the first metadata endpoint found in tok, if any.
+func (f *finder) token(tok string) {
+	if j := strings.Index(tok, "://"); j > 0 {
+		k := j
+		for k > 0 && schemeChar(tok[k-1]) {
+			k--
+		}
+		if k < j && f.addMetadata(ClassifyURL(tok[k:]), tok[k:]) {
 			return
 		}
-		if !addressLike(p) {
-			continue
+	}
+	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(tok, "["), "]")); err == nil {
+		if f.addMetadata(ClassifyHost(a.String()), tok) {
+			return
 		}
-		if d := ClassifyURL(p); d.Kind == KindMetadata {
-			f.add(d, u)
+	}
+	if addressLike(tok) && f.addMetadata(ClassifyURL(tok), tok) {
+		return
+	}
+	for _, p := range strings.FieldsFunc(tok, func(r rune) bool { return r == '/' || r == ':' || r == '@' || r == '\\' }) {
+		if addressLike(p) && f.addMetadata(ClassifyURL(p), tok) {
+			return
 		}
 	}
 }
 
-func (f *finder) add(d Destination, input string) {
+// addMetadata records d, found in input, if it is a metadata endpoint.
+func (f *finder) addMetadata(d Destination, input string) bool {
+	if d.Kind != KindMetadata {
+		return false
+	}
 	d.Input, d.InText = input, true
 	f.out = append(f.out, d)
 	f.textDests++
+	return true
+}
+
+// unquote removes what a shell removes or expands before a command sees
+// its words: quotes and backslashes, and parameter expansions ($x, ${x},
+// ${IFS} as a space), which are read as empty.
+func unquote(s string) string {
+	if !strings.ContainsAny(s, `"'\$`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\'' || c == '\\':
+		case c == '$' && i+1 < len(s) && s[i+1] == '{':
+			end := strings.IndexByte(s[i:], '}')
+			if end < 0 {
+				b.WriteByte(c)
+				continue
+			}
+			if s[i+2:i+end] == "IFS" {
+				b.WriteByte(' ')
+			}
+			i += end
+		case c == '$' && i+1 < len(s) && (isLetter(s[i+1]) || s[i+1] == '_'):
+			j := i + 1
+			for j < len(s) && (isLetter(s[j]) || s[j] == '_' || s[j] >= '0' && s[j] <= '9') {
+				j++
+			}
+			if s[i+1:j] == "IFS" {
+				b.WriteByte(' ')
+			}
+			i = j - 1
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 func schemeChar(c byte) bool {
@@ -92,10 +129,11 @@ func schemeChar(c byte) bool {
 }
 
 // addressLike reports whether a bare token's host (before any path,
-// query or fragment, after any userinfo, without a port) is bracketed,
-// is made of the characters of a numeric IPv4 address in any base and
-// holds a digit, or names something "metadata"/"instance-data" with a
-// dot. A lone word such as "metadata" is prose, not an address.
+// query or fragment, after any userinfo, without a port) may name an
+// address: it is bracketed, or holds a digit and a dot or is all digits
+// (an IPv4 address in any base, a wildcard-DNS name such as
+// 169.254.169.254.nip.io), or names something "metadata" or
+// "instance-data" with a dot. A lone word such as "metadata" is prose.
 func addressLike(tok string) bool {
 	h := tok
 	if i := strings.IndexAny(h, "/?#\\"); i >= 0 {
@@ -113,21 +151,22 @@ func addressLike(tok string) bool {
 	if h == "" {
 		return false
 	}
-	digit := false
-	numeric := true
+	digit, dot, numeric := false, false, true
 	for i := 0; i < len(h); i++ {
 		c := h[i]
 		switch {
 		case c >= '0' && c <= '9':
 			digit = true
-		case c == '.' || c == 'x' || c == 'X' || isHex(c):
+		case c == '.':
+			dot = true
+		case c == 'x' || c == 'X' || isHex(c):
 		default:
 			numeric = false
 		}
 	}
-	if numeric && digit {
+	if digit && (dot || numeric) {
 		return true
 	}
 	l := strings.ToLower(h)
-	return strings.Contains(l, ".") && (strings.Contains(l, "metadata") || strings.Contains(l, "instance-data"))
+	return dot && (strings.Contains(l, "metadata") || strings.Contains(l, "instance-data"))
 }

@@ -76,7 +76,7 @@ func TestFreeTextMetadata(t *testing.T) {
 }
 
 // TestFreeTextBounded: one call cannot make the scan record more than
-// maxTextDests destinations, and a huge token is skipped, not classified.
+// maxTextDests destinations, and padding a token does not hide its host.
 func TestFreeTextBounded(t *testing.T) {
 	e := newEngine(t, Options{DefaultEffect: Allow})
 	cmd := strings.Repeat("curl http://169.254.169.254/ ; ", 1000)
@@ -85,11 +85,11 @@ func TestFreeTextBounded(t *testing.T) {
 	if d.Effect != Deny || len(d.Destinations) != maxTextDests {
 		t.Fatalf("1000 metadata URLs: %s with %d destinations, want deny with %d", d.Effect, len(d.Destinations), maxTextDests)
 	}
-	long := "http://169.254.169.254/" + strings.Repeat("a", maxTextToken)
+	long := "http://169.254.169.254/#" + strings.Repeat("a", 1<<16)
 	args, _ = json.Marshal(map[string]any{"command": "curl " + long})
 	d, _ = e.Decide(context.Background(), nil, Call{Tool: "Bash", Args: args})
-	if d.Effect != Allow {
-		t.Fatalf("over-long token: %s %v", d.Effect, d.RuleIDs)
+	if d.Effect != Deny {
+		t.Fatalf("a 64 KiB token: %s %v, want deny", d.Effect, d.RuleIDs)
 	}
 }
 
