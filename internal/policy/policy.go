@@ -85,9 +85,13 @@
 //
 // Any other string is free text (a shell command, a script, a prompt)
 // and is searched for cloud metadata endpoints only — a URL with a scheme
-// anywhere in it, or a bare token written as an IP address in any
-// notation or as a metadata name, e.g. "curl -s 169.254.169.254/latest"
-// — which CUSTODY-NET-METADATA denies (marked in_text). Other internal
+// anywhere in it, a bare token written as an IP address in any notation
+// (IPv6 too) or as a metadata or wildcard-DNS name, or such a host inside
+// a token ("/dev/tcp/HOST/80", "TCP:HOST:80", "--resolve x:80:HOST"),
+// also after removing shell quotes and $x/${x} expansions, e.g.
+// "curl -s 169.254.169.254/latest" — which CUSTODY-NET-METADATA denies
+// (marked in_text). So are URL-valued arguments: a value is free text too
+// unless it is, as a whole, a metadata URL. Other internal
 // addresses in free text are not denied (a dev server on localhost is
 // ordinary); nor can a text search see an address a command computes
 // ($(printf ...), variables, DNS names the agent controls): network
