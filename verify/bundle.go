@@ -194,7 +194,8 @@ func splitBundle(data []byte) (*rawBundle, error) {
 	if rb.header.V != BundleVersion {
 		return bad(fmt.Sprintf("header v = %d, want %d", rb.header.V, BundleVersion))
 	}
-	rb.records = make([][]byte, 0, bytes.Count(data, []byte{'\n'}))
+	// One pass over the data: counting the lines first to size
+	// rb.records would read it all twice.
 	inKeys := false
 	for {
 		l, ok := next()
@@ -258,10 +259,64 @@ func parseRecordLineInto(l []byte, dst tlog.RecordProof) ([]byte, tlog.RecordPro
 		if len(f) != 44 {
 			return nil, nil, fmt.Errorf("%w: bad proof hash", ErrMalformedBundle)
 		}
-		if k, err := base64.StdEncoding.Strict().Decode(buf[:], f); err != nil || k != tlog.HashSize {
+		if k, err := strictBase64.Decode(buf[:], f); err != nil || k != tlog.HashSize {
 			return nil, nil, fmt.Errorf("%w: bad proof hash", ErrMalformedBundle)
 		}
 		r.Proof = append(r.Proof, tlog.Hash(buf[:tlog.HashSize]))
 	}
 	return r.Record, r.Proof, nil
+}
+
+// proofLines parses the record lines of one bundle section in turn, as
+// parseRecordLineInto does, for the verifier's workers. Neighbouring records
+// have audit paths that end in the same hashes, so a proof hash whose base64
+// text equals the text at the same distance from the end of the previous
+// line's proof is taken from that line's decoded proof instead of being
+// decoded again: strict base64 gives every hash exactly one 44-character
+// text, so equal text is an equal, valid hash. The proof parse returns is
+// overwritten by the call after the next.
+type proofLines struct {
+	proofs [2][maxProof]tlog.Hash // decoded proofs of this line and the previous one
+	cur    int                    // index in proofs of the line being parsed
+	prev   []byte                 // proof text of the previous line, when it parsed
+	prevN  int                    // number of hashes in prev
+}
+
+// proofText is the length of one base64 proof hash, without its tab.
+const proofText = 44
+
+func (pl *proofLines) parse(l []byte) ([]byte, tlog.RecordProof, error) {
+	i := bytes.IndexByte(l, '\t')
+	if i < 0 {
+		return l, nil, nil
+	}
+	rec, text := l[:i], l[i+1:]
+	n := bytes.Count(text, []byte{'\t'}) + 1
+	if n > maxProof {
+		return nil, nil, fmt.Errorf("%w: proof has %d hashes", ErrMalformedBundle, n)
+	}
+	// n-1 tabs, each right after a 44-character field, leave 44 characters
+	// for the last field too.
+	bad := len(text) != n*(proofText+1)-1
+	for k := 0; k < n-1 && !bad; k++ {
+		bad = text[k*(proofText+1)+proofText] != '\t'
+	}
+	if bad {
+		return nil, nil, fmt.Errorf("%w: bad proof hash", ErrMalformedBundle)
+	}
+	proof, last := pl.proofs[pl.cur][:n], &pl.proofs[1-pl.cur]
+	for k := range proof {
+		f := text[k*(proofText+1):][:proofText]
+		if pk := pl.prevN - n + k; pk >= 0 && string(f) == string(pl.prev[pk*(proofText+1):][:proofText]) {
+			proof[k] = last[pk]
+			continue
+		}
+		var buf [tlog.HashSize + 1]byte
+		if m, err := strictBase64.Decode(buf[:], f); err != nil || m != tlog.HashSize {
+			return nil, nil, fmt.Errorf("%w: bad proof hash", ErrMalformedBundle)
+		}
+		proof[k] = tlog.Hash(buf[:tlog.HashSize])
+	}
+	pl.prev, pl.prevN, pl.cur = text, n, 1-pl.cur
+	return rec, proof, nil
 }

@@ -99,7 +99,7 @@
 // Log. Records are the leaves of one RFC 6962 Merkle tree; a record's leaf
 // hash is [LeafHash] = tlog.RecordHash(canonical record bytes including sig)
 // = SHA-256(0x00 || bytes). Inclusion proofs are tlog.RecordProof (RFC 6962
-// Merkle audit path) checked with tlog.CheckRecord.
+// Merkle audit path), accepted exactly when tlog.CheckRecord accepts them.
 //
 // Checkpoint. A C2SP signed note whose text is a C2SP tlog-checkpoint body
 // ([FormatCheckpoint]):

@@ -2,8 +2,6 @@ package verify
 
 import (
 	"bytes"
-	"encoding/base64"
-	"encoding/hex"
 	"time"
 
 	"github.com/agentcustody/custody/verify/internal/jcs"
@@ -125,7 +123,35 @@ func fastTime(ts []byte) (time.Time, bool) {
 	return t, true
 }
 
-var policyHashName = []byte(`"policy_hash"`)
+// lowerHexValue maps '0'-'9' and 'a'-'f' to their value and every other
+// byte to 0xff.
+var lowerHexValue = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i, c := range "0123456789abcdef" {
+		t[c] = byte(i)
+	}
+	return t
+}()
+
+// decodeLowerHex reports whether src is 2*len(dst) lowercase hex digits
+// (isLowerHex) and decodes them into dst, in one pass.
+func decodeLowerHex(dst, src []byte) bool {
+	if len(src) != 2*len(dst) {
+		return false
+	}
+	for i := range dst {
+		h, l := lowerHexValue[src[2*i]], lowerHexValue[src[2*i+1]]
+		if h|l == 0xff {
+			return false
+		}
+		dst[i] = h<<4 | l
+	}
+	return true
+}
+
+var policyHashName = []byte(`policy_hash"`)
 
 // parse fills r from raw, or reports false. internStr maps validated
 // top-level strings to strings, allocating only when needed.
@@ -139,9 +165,25 @@ func (f *fastRecord) parse(raw []byte, r *Record, internStr func(field int, b []
 		return false
 	}
 	bodyStart := c.i
-	// The record object is at depth 1, as in ParseRecord's parse.
-	n, err := jcs.ValidateCanonicalPrefix(raw[bodyStart:], 1)
-	if err != nil || n == 0 || raw[bodyStart] != '{' {
+	if bodyStart >= len(raw) || raw[bodyStart] != '{' {
+		return false
+	}
+	// The record object is at depth 1, as in ParseRecord's parse. A body
+	// the verifier may read is parsed once, building it; others are only
+	// validated. A body member "policy_hash" puts `policy_hash"` in raw
+	// (canonical JSON writes the name without escapes); the same text
+	// elsewhere only costs building a body that is not read. The pattern
+	// leaves out the opening quote because bytes.Contains scans for its
+	// first byte, and records are full of quotes.
+	var bodyValue any
+	var n int
+	var err error
+	if bytes.Contains(raw, policyHashName) {
+		bodyValue, n, err = jcs.ParseCanonicalPrefix(raw[bodyStart:], 1)
+	} else {
+		n, err = jcs.ValidateCanonicalPrefix(raw[bodyStart:], 1)
+	}
+	if err != nil || n == 0 {
 		return false
 	}
 	body := raw[bodyStart : bodyStart+n]
@@ -177,7 +219,7 @@ func (f *fastRecord) parse(raw []byte, r *Record, internStr func(field int, b []
 	// 88 characters decode to up to 66 bytes (without padding): decode
 	// into room for that, then require exactly 64.
 	var buf [66]byte
-	if k, err := base64.StdEncoding.Strict().Decode(buf[:], sig); err != nil || k != 64 {
+	if k, err := strictBase64.Decode(buf[:], sig); err != nil || k != 64 {
 		return false
 	}
 	copy(f.sig[:], buf[:64])
@@ -187,7 +229,7 @@ func (f *fastRecord) parse(raw []byte, r *Record, internStr func(field int, b []
 		return false
 	}
 	r.Time = t
-	if !isLowerHex(string(keyID), 8) || !validOrigin(string(log)) || !validRunID(string(run)) || !validType(string(typ)) {
+	if !isLowerHex(keyID, 8) || !validOrigin(log) || !validRunID(run) || !validType(typ) {
 		return false
 	}
 	switch {
@@ -196,10 +238,7 @@ func (f *fastRecord) parse(raw []byte, r *Record, internStr func(field int, b []
 			return false
 		}
 		f.hasPrev = false
-	case r.RunSeq > 0 && isLowerHex(string(prev), 64):
-		if _, err := hex.Decode(f.prev[:], prev); err != nil {
-			return false
-		}
+	case r.RunSeq > 0 && decodeLowerHex(f.prev[:], prev):
 		f.hasPrev = true
 	default:
 		return false
@@ -210,10 +249,14 @@ func (f *fastRecord) parse(raw []byte, r *Record, internStr func(field int, b []
 	r.Type = internStr(3, typ)
 	r.Prev = ""
 	r.Body = nil
-	if r.Type == TypeKeyRetired || bytes.Contains(body, policyHashName) {
-		v, _, err := jcs.ParseCanonicalPrefix(body, 1)
-		m, ok := v.(map[string]any)
-		if err != nil || !ok {
+	if bodyValue == nil && r.Type == TypeKeyRetired {
+		if bodyValue, _, err = jcs.ParseCanonicalPrefix(body, 1); err != nil {
+			return false
+		}
+	}
+	if bodyValue != nil {
+		m, ok := bodyValue.(map[string]any)
+		if !ok {
 			return false
 		}
 		r.Body = m

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/hex"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,8 @@ func FuzzFastRecordAgrees(f *testing.F) {
 	f.Add(seedRecord("", `{"a":[1,2,{"b":"\u0000"}],"n":-9007199254740991}`))
 	f.Add(seedRecord("", `{"b":1,"a":2}`))
 	f.Add(bytes.Replace(seedRecord("", `{}`), []byte(`"v":1`), []byte(`"v":2`), 1))
+	f.Add(bytes.Replace(seedRecord("", `{"key_id":"0a0b0c0d","retired_from_index":5}`), []byte(`call.decided`), []byte(`key.retired`), 1))
+	f.Add([]byte(`{"body":`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		var fr fastRecord
 		var fast Record
@@ -42,6 +45,10 @@ func FuzzFastRecordAgrees(f *testing.F) {
 			fast.RunSeq != slow.RunSeq || prev != slow.Prev || fast.Type != slow.Type || !fast.Time.Equal(slow.Time) ||
 			fast.KeyID != slow.KeyID || !bytes.Equal(fr.sig[:], slow.Sig) {
 			t.Fatalf("fast and strict parsers disagree on\n%s\nfast %+v prev %q\nslow %+v", raw, fast, prev, slow)
+		}
+		// The body is built only when the verifier reads it.
+		if (fast.Body != nil || fast.Type == TypeKeyRetired || bytes.Contains(raw, []byte(`"policy_hash"`))) && !reflect.DeepEqual(fast.Body, slow.Body) {
+			t.Fatalf("fast and strict parsers disagree on the body of\n%s\nfast %#v\nslow %#v", raw, fast.Body, slow.Body)
 		}
 	})
 }

@@ -102,6 +102,11 @@ func CanonicalizeJSON(b []byte) ([]byte, error) {
 	return out, nil
 }
 
+// strictBase64 is standard padded base64 refusing non-zero padding bits, so
+// that every byte string has exactly one encoding. (Encoding.Strict copies
+// the encoding on each call.)
+var strictBase64 = base64.StdEncoding.Strict()
+
 func jsonErr(err error) error {
 	return fmt.Errorf("%w: %w", ErrMalformedJSON, err)
 }
@@ -336,7 +341,7 @@ func ParseRecord(raw []byte) (*Record, error) {
 		return nil, fmt.Errorf("%w: time %q is not RFC 3339 UTC with milliseconds", ErrMalformedRecord, ts)
 	}
 	r.Time = t
-	if r.Sig, err = base64.StdEncoding.Strict().DecodeString(sig); err != nil || len(r.Sig) != ed25519.SignatureSize {
+	if r.Sig, err = strictBase64.DecodeString(sig); err != nil || len(r.Sig) != ed25519.SignatureSize {
 		return nil, fmt.Errorf("%w: sig is not a base64 Ed25519 signature", ErrMalformedRecord)
 	}
 	if !isLowerHex(r.KeyID, 8) {
@@ -391,10 +396,13 @@ func (f *fields) obj(k string) map[string]any {
 	return v
 }
 
+// The validators take strings or byte slices, so that the fast record parser
+// checks bytes without copying them into strings.
+
 // validOrigin reports whether s is an acceptable log origin: 1 to 255
 // printable ASCII bytes without space or '+' (so it can also be a note key
 // name and a C2SP checkpoint origin line).
-func validOrigin(s string) bool {
+func validOrigin[S ~string | ~[]byte](s S) bool {
 	if len(s) == 0 || len(s) > 255 {
 		return false
 	}
@@ -407,7 +415,7 @@ func validOrigin(s string) bool {
 }
 
 // validRunID: 1 to 128 bytes of [A-Za-z0-9._:-], or the reserved LogRun.
-func validRunID(s string) bool {
+func validRunID[S ~string | ~[]byte](s S) bool {
 	if len(s) == 0 || len(s) > 128 {
 		return false
 	}
@@ -421,7 +429,7 @@ func validRunID(s string) bool {
 }
 
 // validType: 1 to 64 bytes of [a-z0-9._].
-func validType(s string) bool {
+func validType[S ~string | ~[]byte](s S) bool {
 	if len(s) == 0 || len(s) > 64 {
 		return false
 	}
@@ -434,7 +442,7 @@ func validType(s string) bool {
 	return true
 }
 
-func isLowerHex(s string, n int) bool {
+func isLowerHex[S ~string | ~[]byte](s S, n int) bool {
 	if len(s) != n {
 		return false
 	}

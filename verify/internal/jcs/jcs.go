@@ -163,9 +163,19 @@ func (p *parser) value(depth int) (any, error) {
 		}
 		return p.array(depth + 1)
 	case c == '"':
-		return p.string()
+		// In discard mode strings and numbers are not boxed, which would
+		// allocate.
+		s, err := p.string()
+		if err != nil || p.discard {
+			return nil, err
+		}
+		return s, nil
 	case c == '-' || c >= '0' && c <= '9':
-		return p.number()
+		n, err := p.number()
+		if err != nil || p.discard {
+			return nil, err
+		}
+		return n, nil
 	case c == 't':
 		return true, p.lit("true")
 	case c == 'f':
@@ -250,10 +260,16 @@ func (p *parser) object(depth int) (any, error) {
 
 func (p *parser) array(depth int) (any, error) {
 	p.i++ // [
-	a := []any{}
+	var a []any
+	if !p.discard {
+		a = []any{}
+	}
 	p.ws()
 	if p.i < len(p.b) && p.b[p.i] == ']' {
 		p.i++
+		if p.discard {
+			return nil, nil
+		}
 		return a, nil
 	}
 	for {
@@ -274,6 +290,9 @@ func (p *parser) array(depth int) (any, error) {
 			p.i++
 		case ']':
 			p.i++
+			if p.discard {
+				return nil, nil
+			}
 			return a, nil
 		default:
 			return nil, p.err(ErrSyntax, "expected ',' or ']'")
@@ -281,9 +300,11 @@ func (p *parser) array(depth int) (any, error) {
 	}
 }
 
-func (p *parser) number() (any, error) {
+// number reads an integer of the accepted subset without allocating.
+func (p *parser) number() (int64, error) {
 	start := p.i
-	if p.b[p.i] == '-' {
+	neg := p.b[p.i] == '-'
+	if neg {
 		p.i++
 	}
 	digits := p.i
@@ -292,24 +313,29 @@ func (p *parser) number() (any, error) {
 	}
 	n := p.i - digits
 	if n == 0 {
-		return nil, p.err(ErrSyntax, "invalid number")
+		return 0, p.err(ErrSyntax, "invalid number")
 	}
 	if n > 1 && p.b[digits] == '0' {
-		return nil, &Error{Offset: start, Err: ErrSyntax, Detail: "leading zero"}
+		return 0, &Error{Offset: start, Err: ErrSyntax, Detail: "leading zero"}
 	}
 	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-		return nil, &Error{Offset: start, Err: ErrNumber, Detail: "fraction or exponent"}
+		return 0, &Error{Offset: start, Err: ErrNumber, Detail: "fraction or exponent"}
 	}
-	s := string(p.b[start:p.i])
-	if s == "-0" {
-		return nil, &Error{Offset: start, Err: ErrNumber, Detail: "minus zero"}
+	if neg && n == 1 && p.b[digits] == '0' {
+		return 0, &Error{Offset: start, Err: ErrNumber, Detail: "minus zero"}
 	}
-	if n > 16 {
-		return nil, &Error{Offset: start, Err: ErrNumber, Detail: s}
+	// MaxSafeInteger has 16 digits; 16 digits cannot overflow int64.
+	var v int64
+	if n <= 16 {
+		for _, c := range p.b[digits:p.i] {
+			v = v*10 + int64(c-'0')
+		}
 	}
-	v, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || v > MaxSafeInteger || v < -MaxSafeInteger {
-		return nil, &Error{Offset: start, Err: ErrNumber, Detail: s}
+	if n > 16 || v > MaxSafeInteger {
+		return 0, &Error{Offset: start, Err: ErrNumber, Detail: string(p.b[start:p.i])}
+	}
+	if neg {
+		v = -v
 	}
 	return v, nil
 }
@@ -385,7 +411,7 @@ func (p *parser) hex4() (rune, error) {
 	return r, nil
 }
 
-func (p *parser) string() (_ string, err error) {
+func (p *parser) string() (string, error) {
 	p.i++ // opening quote
 	start := p.i
 	// Fast path: no escapes.
@@ -413,6 +439,13 @@ func (p *parser) string() (_ string, err error) {
 	if !utf8.Valid(p.b[start:p.i]) {
 		return "", &Error{Offset: start, Err: ErrUTF8}
 	}
+	return p.escapedString(start)
+}
+
+// escapedString continues string from the first escape or the end of input,
+// p.b[start:p.i] being the characters before it. It is apart from string
+// because its deferred check moves err to the heap.
+func (p *parser) escapedString(start int) (_ string, err error) {
 	buf := append([]byte(nil), p.b[start:p.i]...)
 	for {
 		if p.i >= len(p.b) {
