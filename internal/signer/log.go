@@ -27,12 +27,16 @@ type appendReq struct {
 	done chan struct{}
 }
 
-// txn is the batch being built by the committer.
+// txn is a batch: built by the append loop, then committed by the commit
+// goroutine while the next batch is built.
 type txn struct {
 	s     *Signer
 	b     Batch
 	now   time.Time
 	after []func() // run after the commit, with s.mu held
+	reqs  []*appendReq
+	gen   uint64   // s.gen when built: a batch built on state that a failed commit invalidated is never committed
+	head  treeHead // the tree once this batch is committed (size 0: unchanged)
 }
 
 // submit queues fn and waits until its batch is durable.
@@ -55,13 +59,38 @@ func (s *Signer) submit(ctx context.Context, fn func(t *txn) error) error {
 }
 
 // appendLoop is the group committer: it takes up to MaxBatch queued
-// requests, runs them, commits their records in one transaction and then
-// acknowledges them. Requests that arrive during a commit form the next
-// batch.
+// requests, runs them (signing their records and advancing the in-memory
+// log), and hands the batch to the commit goroutine, which commits it in
+// one transaction and then acknowledges its requests. Building a batch
+// overlaps the commit of the one before (a two-stage pipeline: signing
+// and the store's write use one core each); batches commit, and are
+// acknowledged, in the order they were built. Requests that arrive
+// meanwhile form the next batch.
 func (s *Signer) appendLoop() {
 	defer close(s.loopDone)
+	commits := make(chan *txn) // unbuffered: at most one batch built ahead
+	committed := make(chan struct{})
+	go func() {
+		defer close(committed)
+		for t := range commits {
+			s.commitBatch(t)
+		}
+	}()
+	defer func() { close(commits); <-committed }()
+	// Two batches alternate: one is committed while the other is built.
+	// Sending on commits returns only once the commit goroutine has
+	// finished the batch before, so a batch is never rebuilt while it is
+	// being committed.
+	txns := [2]*txn{{s: s}, {s: s}}
+	next := 0
+	run := func(batch []*appendReq) {
+		t := txns[next]
+		next ^= 1
+		t.reqs = append(t.reqs[:0], batch...)
+		s.buildBatch(t)
+		commits <- t
+	}
 	batch := make([]*appendReq, 0, s.opts.MaxBatch)
-	t := &txn{s: s}
 	for {
 		batch = batch[:0]
 		select {
@@ -81,7 +110,7 @@ func (s *Signer) appendLoop() {
 				if len(batch) == 0 {
 					return
 				}
-				s.runBatch(t, batch)
+				run(batch)
 				batch = batch[:0]
 			}
 		}
@@ -94,61 +123,88 @@ func (s *Signer) appendLoop() {
 				break fill
 			}
 		}
-		s.runBatch(t, batch)
+		run(batch)
 	}
 }
 
-func (s *Signer) runBatch(t *txn, batch []*appendReq) {
+// buildBatch runs t's requests with s.mu held, in queue order, and
+// notes the tree they leave, keeping only its frontier in memory.
+func (s *Signer) buildBatch(t *txn) {
 	t.b.reset()
 	t.after = t.after[:0]
 	t.now = s.opts.Now()
+	t.head = treeHead{}
 	s.mu.Lock()
-	for _, r := range batch {
+	defer s.mu.Unlock()
+	for _, r := range t.reqs {
 		r.err = r.fn(t)
 	}
+	t.gen = s.gen
+	if len(t.b.Leaves) == 0 {
+		return
+	}
+	root, err := tlog.TreeHash(s.size, s.memReader())
+	if err != nil {
+		// The hashes of the frontier are in memory; this is a bug. The
+		// batch still commits (its records are signed and valid) but the
+		// committed head is not advanced until a later batch computes it.
+		s.log.Error("tree hash", "err", err)
+	} else {
+		t.head = treeHead{s.size, root}
+	}
+	keep := map[int64]tlog.Hash{}
+	for _, x := range frontier(s.size) {
+		keep[x] = s.hashes[x]
+	}
+	s.hashes = keep
+}
+
+// commitBatch commits t durably and then acknowledges its requests. A
+// batch built before a failed commit's reload is refused without being
+// written: it extends state that was never committed.
+func (s *Signer) commitBatch(t *txn) {
+	s.mu.Lock()
+	stale := t.gen != s.gen
 	s.mu.Unlock()
 	var err error
-	if len(t.b.Leaves) > 0 || len(t.b.Approvals) > 0 || len(t.b.Meta) > 0 {
+	switch {
+	case stale:
+		err = errors.New("an earlier batch failed to commit")
+	case len(t.b.Leaves) > 0 || len(t.b.Approvals) > 0 || len(t.b.Meta) > 0:
 		err = s.store.AppendBatch(context.Background(), &t.b)
 	}
 	s.mu.Lock()
 	if err != nil {
-		if errors.Is(err, ErrLogConflict) {
-			// Another writer holds the log: our size, run heads and
-			// chains are stale. Refuse writes until a restart rather
-			// than re-sign on top of its records.
-			s.conflict = true
-			s.log.Error("LOG CONFLICT: another writer appended to the log; this signer refuses all writes until it is restarted",
-				"err", err, "records", len(t.b.Leaves), "signer_size", s.size-int64(len(t.b.Leaves)))
-		} else {
-			s.log.Error("group commit failed; reloading state from the store", "err", err, "records", len(t.b.Leaves))
+		if !stale {
+			if errors.Is(err, ErrLogConflict) {
+				// Another writer holds the log: our size, run heads and
+				// chains are stale. Refuse writes until a restart rather
+				// than re-sign on top of its records.
+				s.conflict = true
+				s.log.Error("LOG CONFLICT: another writer appended to the log; this signer refuses all writes until it is restarted",
+					"err", err, "records", len(t.b.Leaves), "signer_size", s.size)
+			} else {
+				s.log.Error("group commit failed; reloading state from the store", "err", err, "records", len(t.b.Leaves))
+			}
+			if lerr := s.load(context.Background()); lerr != nil {
+				s.log.Error("reload failed; refusing writes", "err", lerr)
+				s.closed = true
+			}
+			s.gen++
 		}
-		if lerr := s.load(context.Background()); lerr != nil {
-			s.log.Error("reload failed; refusing writes", "err", lerr)
-			s.closed = true
-		}
-		for _, r := range batch {
+		for _, r := range t.reqs {
 			r.err = fmt.Errorf("commit: %w", err)
 		}
 	} else {
-		// Keep only the frontier of the new size.
-		keep := map[int64]tlog.Hash{}
-		for _, x := range frontier(s.size) {
-			keep[x] = s.hashes[x]
-		}
-		s.hashes = keep
-		root, herr := tlog.TreeHash(s.size, s.memReader())
-		if herr == nil {
-			s.head = treeHead{s.size, root}
-		} else {
-			s.log.Error("tree hash", "err", herr)
+		if t.head.size > 0 {
+			s.head = t.head
 		}
 		for _, f := range t.after {
 			f()
 		}
 	}
 	s.mu.Unlock()
-	for _, r := range batch {
+	for _, r := range t.reqs {
 		close(r.done)
 	}
 }

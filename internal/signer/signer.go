@@ -121,6 +121,7 @@ type Signer struct {
 	size     int64
 	hashes   map[int64]tlog.Hash // tlog frontier and this batch's new hashes; appender only
 	head     treeHead            // committed tree
+	gen      uint64              // state generation: bumped by each reload after a failed commit
 	runs     map[string]*runState
 	rollback bool
 	conflict bool // the store refused a batch with ErrLogConflict: writes refused until restart
