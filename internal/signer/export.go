@@ -50,10 +50,10 @@ func (s *Signer) Export(ctx context.Context, run string) ([]byte, error) {
 		Checkpoint: cp.Note,
 	}
 	s.mu.Lock()
-	for _, k := range s.keys {
+	for _, k := range s.committedChain() {
 		b.Header.Keys = append(b.Header.Keys, verify.BundleKey{KeyID: k.id, PublicKey: base64.StdEncoding.EncodeToString(k.pub)})
 	}
-	keyRecs := append([]Leaf(nil), s.keyRecs...)
+	keyRecs := append([]Leaf(nil), s.keyRecs[:s.committedKeys-1]...)
 	s.mu.Unlock()
 	hr := s.storeReader(ctx)
 	for _, l := range keyRecs {

@@ -151,11 +151,21 @@ func (s *Signer) loadKeys(ctx context.Context) error {
 		recs = append(recs, l)
 	}
 	s.keys, s.keyRecs = keys, recs
+	s.committedKeys = len(keys)
 	return nil
 }
 
-// key returns the current signing key. Callers hold s.mu.
+// key returns the key that signs new records (possibly of a rotation not
+// committed yet). Callers hold s.mu.
 func (s *Signer) key() *logKey { return s.keys[len(s.keys)-1] }
+
+// committedKey returns the key of the last committed rotation (or the
+// base key): the key checkpoints are signed with. Callers hold s.mu.
+func (s *Signer) committedKey() *logKey { return s.keys[s.committedKeys-1] }
+
+// committedChain returns the committed keys, oldest first. Callers hold
+// s.mu.
+func (s *Signer) committedChain() []*logKey { return s.keys[:s.committedKeys] }
 
 // RotateKey replaces the log's signing key. It generates a new Ed25519
 // key, stores it in Options.KeyFile + "." + its key id (mode 0600; every
@@ -198,6 +208,8 @@ func (s *Signer) RotateKey(ctx context.Context) (string, error) {
 		}
 		old.retired = from
 		s.keyRecs = append(s.keyRecs, l)
+		n := len(s.keys)
+		t.after = append(t.after, func() { s.committedKeys = n })
 		return nil
 	})
 	if err != nil {

@@ -165,11 +165,11 @@ func (s *Signer) buildBatch(t *txn) {
 func (s *Signer) commitBatch(t *txn) {
 	s.mu.Lock()
 	stale := t.gen != s.gen
-	s.mu.Unlock()
+	s.mu.Unlock() // s.failure is written only by this goroutine
 	var err error
 	switch {
 	case stale:
-		err = errors.New("an earlier batch failed to commit")
+		err = fmt.Errorf("an earlier batch failed to commit: %w", s.failure)
 	case len(t.b.Leaves) > 0 || len(t.b.Approvals) > 0 || len(t.b.Meta) > 0:
 		err = s.store.AppendBatch(context.Background(), &t.b)
 	}
@@ -181,8 +181,12 @@ func (s *Signer) commitBatch(t *txn) {
 				// chains are stale. Refuse writes until a restart rather
 				// than re-sign on top of its records.
 				s.conflict = true
+				from := int64(-1)
+				if len(t.b.Leaves) > 0 {
+					from = t.b.Leaves[0].Index
+				}
 				s.log.Error("LOG CONFLICT: another writer appended to the log; this signer refuses all writes until it is restarted",
-					"err", err, "records", len(t.b.Leaves), "signer_size", s.size)
+					"err", err, "records", len(t.b.Leaves), "first_index", from)
 			} else {
 				s.log.Error("group commit failed; reloading state from the store", "err", err, "records", len(t.b.Leaves))
 			}
@@ -191,6 +195,7 @@ func (s *Signer) commitBatch(t *txn) {
 				s.closed = true
 			}
 			s.gen++
+			s.failure = err
 		}
 		for _, r := range t.reqs {
 			r.err = fmt.Errorf("commit: %w", err)
@@ -254,7 +259,7 @@ func (s *Signer) Checkpoint(ctx context.Context) (CheckpointRow, error) {
 	s.cpMu.Lock()
 	defer s.cpMu.Unlock()
 	s.mu.Lock()
-	head, sg, conflict := s.head, s.key().signer, s.conflict
+	head, sg, conflict := s.head, s.committedKey().signer, s.conflict
 	s.mu.Unlock()
 	if conflict {
 		return CheckpointRow{}, fmt.Errorf("checkpoint: %w", ErrLogConflict)
@@ -315,7 +320,7 @@ func (s *Signer) probeWitnesses(ctx context.Context) error {
 		return fmt.Errorf("probe witnesses: %w", err)
 	}
 	s.mu.Lock()
-	sg := s.key().signer
+	sg := s.committedKey().signer
 	s.mu.Unlock()
 	signed, err := note.Sign(&note.Note{Text: string(text)}, sg)
 	if err != nil {
@@ -414,7 +419,7 @@ func (s *Signer) AcknowledgeRollback(ctx context.Context) error {
 			s.rollback = true
 			return err
 		}
-		t.b.Meta = map[string]string{metaRollback + "_acknowledged_at": strconv.FormatInt(t.now.UnixMilli(), 10)}
+		t.b.Meta = map[string]string{metaRollback: "", metaRollback + "_acknowledged_at": strconv.FormatInt(t.now.UnixMilli(), 10)}
 		return nil
 	})
 }

@@ -119,15 +119,22 @@ type Signer struct {
 
 	mu       sync.Mutex // guards the fields below, and runs' contents
 	size     int64
-	hashes   map[int64]tlog.Hash // tlog frontier and this batch's new hashes; appender only
+	hashes   map[int64]tlog.Hash // tlog frontier and the new hashes of the batch being built
 	head     treeHead            // committed tree
 	gen      uint64              // state generation: bumped by each reload after a failed commit
 	runs     map[string]*runState
 	rollback bool
 	conflict bool // the store refused a batch with ErrLogConflict: writes refused until restart
 	closed   bool
-	keys     []*logKey // oldest first; the last one signs
+	keys     []*logKey // oldest first; the last one signs new records
 	keyRecs  []Leaf    // the key.retired records, index order
+	// committedKeys is how many of keys are committed: a rotation built
+	// into a batch that has not committed yet (the pipeline) adds a key
+	// that checkpoints, trust.json and bundles must not use until it has.
+	committedKeys int
+	// failure is the error of the last failed commit, given (wrapped) to
+	// the callers of batches built on it.
+	failure error
 
 	cpMu   sync.Mutex // serializes checkpoints; guards wsize
 	wsize  []int64
@@ -222,11 +229,6 @@ func New(ctx context.Context, opts Options) (*Signer, error) {
 	if err := s.load(ctx); err != nil {
 		return nil, err
 	}
-	if _, err := s.store.Meta(ctx, metaRollback); err == nil {
-		s.rollback = true
-	} else if !errors.Is(err, ErrNotFound) {
-		return nil, fmt.Errorf("signer: %w", err)
-	}
 	go s.appendLoop()
 	switch {
 	case len(opts.Witnesses) == 0:
@@ -275,6 +277,16 @@ func (s *Signer) load(ctx context.Context) error {
 	}
 	if err := s.checkKeySignsLog(ctx); err != nil {
 		return err
+	}
+	// A detected rollback is stored (meta "rollback", non-empty until
+	// acknowledged), so a reload or restart keeps refusing writes.
+	switch v, err := s.store.Meta(ctx, metaRollback); {
+	case err == nil:
+		s.rollback = v != ""
+	case errors.Is(err, ErrNotFound):
+		s.rollback = false
+	default:
+		return fmt.Errorf("signer: %w", err)
 	}
 	s.runs = map[string]*runState{}
 	s.logRun = &runState{row: RunRow{ID: verify.LogRun}}
@@ -412,13 +424,14 @@ func (s *Signer) Close() error {
 // witnesses and the quorum.
 func (s *Signer) Trust() verify.Trust {
 	s.mu.Lock()
-	keys := make([]verify.TrustKey, 0, len(s.keys))
-	for _, lk := range s.keys {
+	chain := s.committedChain()
+	keys := make([]verify.TrustKey, 0, len(chain))
+	for i, lk := range chain {
 		k, err := verify.NewTrustKey(lk.vkey)
 		if err != nil {
 			panic(err) // lk.vkey was made by note.NewEd25519VerifierKey
 		}
-		if lk.retired >= 0 {
+		if lk.retired >= 0 && i < len(chain)-1 {
 			from := lk.retired
 			k.RetiredFromIndex = &from
 		}
@@ -433,11 +446,12 @@ func (s *Signer) Trust() verify.Trust {
 	}
 }
 
-// VerifierKey is the current log key's note verifier key.
+// VerifierKey is the current log key's note verifier key (the key of
+// the last committed rotation).
 func (s *Signer) VerifierKey() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.key().vkey
+	return s.committedKey().vkey
 }
 
 func randomHex(n int) string {

@@ -381,4 +381,10 @@ func TestRollbackDetected(t *testing.T) {
 	if _, st := e.decide(agentTok, run, "c1", "Bash", `{}`); st != 200 {
 		t.Fatalf("decide after acknowledge = %d", st)
 	}
+	// The acknowledgement survives a restart too.
+	e.close()
+	e.open()
+	if _, st := e.decide(agentTok, run, "c2", "Bash", `{}`); st != 200 {
+		t.Fatalf("decide after acknowledge and restart = %d, want 200", st)
+	}
 }
