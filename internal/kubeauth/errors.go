@@ -68,7 +68,7 @@ func Refusal(err error) apikey.Refusal {
 		return apikey.Refusal{Status: http.StatusServiceUnavailable, Code: "saturated", Message: "too many concurrent exchanges; retry", RetryAfter: time.Second}
 	case errors.Is(err, ErrPermission):
 		return apikey.Refusal{Status: http.StatusInternalServerError, Code: "rbac_missing",
-			Message: "custody's service account lacks a permission it needs (create tokenreviews; get pods, sandboxes, sandboxclaims in this namespace); see deploy/rbac"}
+			Message: "custody's service account lacks a permission it needs (create tokenreviews; get pods, sandboxes, sandboxclaims in this namespace); see deploy/base/rbac.yaml"}
 	default:
 		return apikey.Refusal{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "kubernetes API unavailable; retry", RetryAfter: time.Second}
 	}

@@ -1,47 +1,85 @@
 package e2e
 
 import (
-	"os"
+	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/pflag"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/yaml"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/agentcustody/custody/internal/cli"
 	"github.com/agentcustody/custody/test/e2e/fixture"
 )
 
-// TestDeployPostgresOverlay applies deploy/postgres's RFC 6902 operations
-// to deploy/custody.yaml's Deployment through the API server (dry run:
-// the real validation, nothing changed), then checks the result: two
-// replicas, the database URL from a Secret, no PersistentVolumeClaim, the
-// shared keys mounted, and container args that `custody serve` accepts
-// with CUSTODY_DATABASE_URL set.
-func TestDeployPostgresOverlay(t *testing.T) {
-	ctx := testCtx(t)
+// kustomizeBuild builds the kustomization in deploy/<dir> as `kubectl
+// apply -k` would and returns its objects by kind/name.
+func kustomizeBuild(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
 	root, err := fixture.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(root, "deploy", "postgres", "deployment-patch.yaml"))
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, "deploy", dir))
 	if err != nil {
+		t.Fatalf("kustomize build deploy/%s: %v", dir, err)
+	}
+	out := map[string][]byte{}
+	for _, r := range m.Resources() {
+		b, err := r.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[r.GetKind()+"/"+r.GetName()] = b
+	}
+	return out
+}
+
+// TestDeployKustomizations builds deploy/ (one replica, SQLite) and
+// deploy/postgres (the overlay for several replicas) with kustomize,
+// has the API server validate the overlay's Deployment (a dry-run
+// create), and checks it: two replicas, the database URL from a Secret,
+// no PersistentVolumeClaim, the shared keys mounted read-only, and
+// container args that `custody serve` accepts with CUSTODY_DATABASE_URL
+// set.
+func TestDeployKustomizations(t *testing.T) {
+	ctx := testCtx(t)
+	sqlite := kustomizeBuild(t, ".")
+	if _, ok := sqlite["PersistentVolumeClaim/custody-data"]; !ok {
+		t.Errorf("deploy/: no PersistentVolumeClaim for the SQLite store")
+	}
+	pg := kustomizeBuild(t, "postgres")
+	if _, ok := pg["PersistentVolumeClaim/custody-data"]; ok {
+		t.Errorf("deploy/postgres: still has the PersistentVolumeClaim")
+	}
+	for k := range sqlite {
+		if _, ok := pg[k]; !ok && k != "PersistentVolumeClaim/custody-data" {
+			t.Errorf("deploy/postgres lost %s", k)
+		}
+	}
+	var d appsv1.Deployment
+	if err := json.Unmarshal(pg["Deployment/custody"], &d); err != nil {
 		t.Fatal(err)
 	}
-	ops, err := yaml.YAMLToJSON(raw)
-	if err != nil {
+	// The API server validates the whole object (dry run, in a namespace
+	// of its own so the base Deployment the fixture applied is untouched).
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "custody-overlay-check"}}
+	if _, err := env.CP.Kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := env.CP.Kube.AppsV1().Deployments("custody-system").Patch(ctx, "custody", types.JSONPatchType, ops,
-		metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
-	if err != nil {
-		t.Fatalf("the API server refused the overlay's patch: %v", err)
+	t.Cleanup(func() { env.CP.Kube.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{}) })
+	check := d.DeepCopy()
+	check.Namespace = ns.Name
+	if _, err := env.CP.Kube.AppsV1().Deployments(ns.Name).Create(ctx, check, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Fatalf("the API server refused the overlay's Deployment: %v", err)
 	}
+
 	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
 		t.Errorf("replicas = %v, want 2", d.Spec.Replicas)
 	}
@@ -63,7 +101,6 @@ func TestDeployPostgresOverlay(t *testing.T) {
 	if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == "keys" && m.ReadOnly }) {
 		t.Errorf("volume mounts %+v: want the keys read-only", c.VolumeMounts)
 	}
-
 	if c.Args[0] != "serve" {
 		t.Fatalf("args %v: want serve first", c.Args)
 	}

@@ -136,7 +136,7 @@ func TestMissingRBAC(t *testing.T) {
 		t.Errorf("detailed /readyz = %s, want it to name the missing permission", rr)
 	}
 	if rr := get(t, ctx, custody.URL+"/readyz", ""); rr.Status != http.StatusOK {
-		t.Errorf("custody with deploy/rbac.yaml: /readyz = %s, want 200", rr)
+		t.Errorf("custody with deploy/base/rbac.yaml: /readyz = %s, want 200", rr)
 	}
 }
 

@@ -96,7 +96,7 @@ func run(m *testing.M) int {
 }
 
 // startCustody starts a custody server as custody's own service account
-// (deploy/rbac.yaml) with extra flags, in its own directory.
+// (deploy/base/rbac.yaml) with extra flags, in its own directory.
 func startCustody(ctx context.Context, name string, args ...string) (*fixture.Custody, error) {
 	dir := filepath.Join(workDir, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -12,7 +12,7 @@ func saObject(name string) *corev1.ServiceAccount {
 	return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
 
-// tokenReviewBinding binds the ClusterRole from deploy/rbac.yaml to sa.
+// tokenReviewBinding binds the ClusterRole from deploy/base/rbac.yaml to sa.
 func tokenReviewBinding(sa string) *rbacv1.ClusterRoleBinding {
 	return &rbacv1.ClusterRoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: sa + "-tokenreview"},

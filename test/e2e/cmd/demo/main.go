@@ -1,7 +1,7 @@
 // Command demo is `make demo`: it builds (or reuses) the local control
 // plane, starts `custody serve` on the embedded SQLite store as the
 // service account and RBAC in deploy/, creates the SandboxTemplate, warm
-// pool and claims from deploy/sandbox, and runs the identity + memory
+// pool and claims from deploy/base/sandbox, and runs the identity, memory, gateway and signer
 // scenario against the real API server, printing one PASS/FAIL/SKIP line
 // per check with the status and body observed. It exits 1 on any FAIL.
 //
@@ -43,7 +43,7 @@ func run(ctx context.Context) int {
 	}
 	defer cp.Stop()
 	env := &fixture.Env{CP: cp}
-	fmt.Println("== applying deploy/namespace.yaml, deploy/rbac.yaml, deploy/sandbox/{serviceaccount,sandboxtemplate,sandboxwarmpool}.yaml")
+	fmt.Println("== applying deploy/base/namespace.yaml, deploy/base/rbac.yaml, deploy/base/sandbox/{serviceaccount,sandboxtemplate,sandboxwarmpool}.yaml")
 	if err := env.Setup(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1

@@ -196,5 +196,5 @@ func (s *scenario) run(ctx context.Context) {
 
 	// 5. The store is not reachable from the sandbox.
 	s.skipped++
-	fmt.Println("SKIP 5   the store is not reachable from the sandbox: needs a CNI that enforces NetworkPolicy (pods do not run here); deploy/sandbox/sandboxtemplate.yaml allows only cluster DNS, custody:8865 and public egress")
+	fmt.Println("SKIP 5   the store is not reachable from the sandbox: needs a CNI that enforces NetworkPolicy (pods do not run here); deploy/base/sandbox/sandboxtemplate.yaml allows only cluster DNS, custody:8865 and public egress")
 }
