@@ -1,6 +1,6 @@
 # custody — see README.md.
 #   make demo     the main job: build the local control plane, run custody,
-#                 and check the identity + memory scenario end to end
+#                 and check the identity, memory, gateway and signer scenarios
 #   make test     every test (unit and end-to-end), under the race detector
 #   make cluster  run the local control plane in the foreground (Ctrl-C stops)
 #   make bench    benchmarks

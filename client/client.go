@@ -99,6 +99,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("custody answered %d %s (not a custody error body: is the URL or auth method right?)", e.Status, http.StatusText(e.Status))
+	}
 	return fmt.Sprintf("custody: %d %s: %s", e.Status, e.Code, e.Message)
 }
 

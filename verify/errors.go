@@ -62,8 +62,10 @@ type VerificationError struct {
 	Position int
 	// Record is the raw record line, if a record failed.
 	Record []byte
-	// Index and RunSeq are the failing record's claimed values, if parsed.
+	// Index and RunSeq are the failing record's claimed values, if parsed
+	// (Parsed); a record that did not parse has none.
 	Index, RunSeq int64
+	Parsed        bool
 	// Checkpoint is the signed checkpoint note, when one was read.
 	Checkpoint []byte
 	// Proof, TreeSize and Root are the inclusion evidence for Step "inclusion".
@@ -75,7 +77,7 @@ type VerificationError struct {
 }
 
 func (e *VerificationError) Error() string {
-	if e.Position >= 0 && e.Record != nil {
+	if e.Position >= 0 && e.Record != nil && e.Parsed {
 		return fmt.Sprintf("%s %d (index %d, run_seq %d): %v", e.Step, e.Position, e.Index, e.RunSeq, e.Err)
 	}
 	if e.Position >= 0 {

@@ -285,7 +285,7 @@ type checked struct {
 func (c *checked) fail(step string, pos int, err error) error {
 	e := &VerificationError{Step: step, Position: pos, Record: c.raw, Err: err}
 	if c.rec != nil {
-		e.Index, e.RunSeq = c.rec.Index, c.rec.RunSeq
+		e.Index, e.RunSeq, e.Parsed = c.rec.Index, c.rec.RunSeq, true
 	}
 	return e
 }

@@ -48,7 +48,7 @@ func runWithIO(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	root := &cobra.Command{
 		Use:           "custody",
 		Short:         "Attested, short-lived access for agents in Kubernetes sandboxes",
-		Long:          "custody keeps what an agent in a sandbox must not lose, must not hold, or must not be able to rewrite outside the sandbox.\n`custody serve` runs the identity exchange, the memory server and the model gateway; `custody exec` runs one process with its own gateway token;\nlogin, memory and state are the agent-side client.",
+		Long:          "custody keeps what an agent in a sandbox must not lose, must not hold, or must not be able to rewrite outside the sandbox.\n`custody serve` runs the identity exchange, the memory server, the model gateway and the signer; `custody exec` runs one process with its own gateway token;\nlogin, memory and state are the agent-side client.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Version:       Version,

@@ -152,6 +152,16 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 			sg.set(s)
 			defer sg.close()
 		}
+		ready = append(ready, readinessCheck{"signer", sg.ready})
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "custody_signer_writer",
+			Help: "1 while this replica runs the signer (holds the log's writer lease), 0 while it stands by.",
+		}, func() float64 {
+			if sg.writer() {
+				return 1
+			}
+			return 0
+		}))
 		api.Handle("/v1/signer/", instrument("signer", sg.API()))
 		api.Handle("/mcp/signer", instrument("mcp_signer", sg.MCP()))
 	}

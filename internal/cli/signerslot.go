@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -21,7 +22,23 @@ import (
 type signerSlot struct {
 	keys *apikey.Service
 	cur  atomic.Pointer[signerHandlers]
+	// startErr is why this replica, holding the lease, could not start
+	// the signer the last time it tried (nil once it starts): a
+	// misconfigured replica (another log key, say) is not ready, and says
+	// so instead of claiming another replica is the writer.
+	startErr atomic.Pointer[error]
 }
+
+// ready fails while this replica cannot start the signer (for /readyz).
+func (sl *signerSlot) ready(context.Context) error {
+	if p := sl.startErr.Load(); p != nil {
+		return fmt.Errorf("signer cannot start on this replica: %w", *p)
+	}
+	return nil
+}
+
+// writer reports whether this replica runs the signer now.
+func (sl *signerSlot) writer() bool { return sl.cur.Load() != nil }
 
 type signerHandlers struct {
 	s               *signer.Signer
@@ -45,6 +62,10 @@ func (sl *signerSlot) handler(pick func(*signerHandlers) http.Handler) http.Hand
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := sl.cur.Load()
 		if h == nil {
+			if sl.startErr.Load() != nil {
+				apierror.Unavailable(w, 5*time.Second, "signer_unavailable", "this replica cannot start the signer (see its log and /readyz)")
+				return
+			}
 			apierror.Unavailable(w, time.Second, "signer_standby", "this replica is standing by for the signer; another replica holds the log's writer lease")
 			return
 		}
@@ -94,6 +115,7 @@ func (sl *signerSlot) runLeased(ctx context.Context, db *postgres.DB, cfg ServeC
 		}
 		s, err := newSigner(ctx, cfg, w.Store(), log)
 		if err != nil {
+			sl.startErr.Store(&err)
 			log.ErrorContext(ctx, "signer: start failed; releasing the writer lease", "err", err)
 			w.Release()
 			if !wait() {
@@ -102,6 +124,7 @@ func (sl *signerSlot) runLeased(ctx context.Context, db *postgres.DB, cfg ServeC
 			continue
 		}
 		pause = time.Second
+		sl.startErr.Store(nil)
 		sl.set(s)
 		log.InfoContext(ctx, "signer: this replica holds the writer lease", "epoch", w.Epoch(), "lease_pid", w.PID())
 		select {

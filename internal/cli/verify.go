@@ -71,6 +71,9 @@ Exit codes: 0 verified, 1 refused, 2 usage, 3 invalid trust file, 4 unreadable b
 
 // adminGet fetches path from custody's admin listener with the admin token.
 func adminGet(ctx context.Context, admin, tokenFile, path string) ([]byte, error) {
+	if tokenFile == "" {
+		return nil, usageError{fmt.Errorf("--admin-token-file is required (the admin listener's bearer token)")}
+	}
 	tok, err := readAdminToken(tokenFile)
 	if err != nil {
 		return nil, usageError{err}

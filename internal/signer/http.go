@@ -208,7 +208,7 @@ var errorMessage = map[string]string{
 	"args_mismatch":     "the args are not the approved args",
 	"log_rollback":      "a witness holds a larger log than this signer; writes are refused until an operator acts",
 	"log_conflict":      "another writer appended to this log; this signer refuses writes until it is restarted",
-	"rotation_refused":  "the log key is shared by several replicas and cannot be rotated by one of them",
+	"rotation_refused":  "the log key is shared by the replicas of this store; rotation is not supported with a shared store",
 	"unavailable":       "signer unavailable",
 }
 

@@ -184,7 +184,7 @@ func (s *Signer) committedChain() []*logKey { return s.keys[:s.committedKeys] }
 // record and checkpoint signed by the new key.
 func (s *Signer) RotateKey(ctx context.Context) (string, error) {
 	if s.opts.Shared {
-		return "", fmt.Errorf("%w: the log key is shared by several replicas; rotating it here would leave the others without it (stop all but one replica, rotate, then give every replica the new key files)", ErrRotationRefused)
+		return "", fmt.Errorf("%w: the log key is shared by the replicas of a shared store (--database-url); rotating it on one replica would leave the others without the new key, so rotation is not supported there", ErrRotationRefused)
 	}
 	skey, _, err := note.GenerateKey(rand.Reader, s.opts.Origin)
 	if err != nil {
