@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"github.com/agentcustody/custody/internal/ratelimit"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +26,8 @@ type memStore struct {
 }
 
 func newMemStore() *memStore { return &memStore{recs: map[[32]byte]Record{}} }
+
+func (m *memStore) count() int { m.mu.Lock(); defer m.mu.Unlock(); return len(m.recs) }
 
 func (m *memStore) InsertKey(_ context.Context, r Record) error {
 	m.mu.Lock()
@@ -368,7 +371,7 @@ func TestExchangeHandler(t *testing.T) {
 	refuse := func(err error) Refusal {
 		return Refusal{Status: 401, Code: "unauthenticated", Message: "token refused"}
 	}
-	h := s.ExchangeHandler(a, refuse, s.log)
+	h := s.ExchangeHandler(a, refuse, s.log, ExchangeLimits{})
 	for _, tc := range []struct {
 		name, method, body string
 		status             int
@@ -388,6 +391,59 @@ func TestExchangeHandler(t *testing.T) {
 				t.Fatalf("%s = %d %s, want %d containing %s", tc.name, rec.Code, rec.Body, tc.status, tc.want)
 			}
 		})
+	}
+}
+
+// TestExchangeRateLimits: a pod over its exchange limit gets 429
+// rate_limited with Retry-After and no key (and no key is minted); another
+// pod is not affected; a flood from one address is cut before the token is
+// even checked.
+func TestExchangeRateLimits(t *testing.T) {
+	s, st, _ := newService(t, Options{})
+	checked := 0
+	a := authFunc(func(_ context.Context, tok string) (Identity, error) {
+		checked++
+		id := alice
+		id.Session = tok
+		return id, nil
+	})
+	refuse := func(err error) Refusal { return Refusal{Status: 401, Code: "unauthenticated"} }
+	h := s.ExchangeHandler(a, refuse, s.log, ExchangeLimits{
+		ByIdentity: ratelimit.New(1.0/60, 2, 0, nil),  // 2, then one a minute
+		ByAddress:  ratelimit.New(1.0/60, 10, 0, nil), // 10, then one a minute
+	})
+	exchange := func(tok, addr string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/v1/auth/kubernetes", strings.NewReader(`{"token":"`+tok+`"}`))
+		req.RemoteAddr = addr
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	before := st.count()
+	for i := range 2 {
+		if rec := exchange("pod-1", "10.0.0.1:1234"); rec.Code != 200 {
+			t.Fatalf("exchange %d = %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	rec := exchange("pod-1", "10.0.0.1:1234")
+	if rec.Code != 429 || !strings.Contains(rec.Body.String(), `"rate_limited"`) || rec.Header().Get("Retry-After") == "" || strings.Contains(rec.Body.String(), Prefix) {
+		t.Fatalf("third exchange of pod-1 = %d %s (Retry-After %q), want 429 rate_limited without a key", rec.Code, rec.Body, rec.Header().Get("Retry-After"))
+	}
+	if got := st.count() - before; got != 2 {
+		t.Fatalf("%d keys minted, want 2", got)
+	}
+	if rec := exchange("pod-2", "10.0.0.2:1234"); rec.Code != 200 {
+		t.Fatalf("another pod = %d, want 200", rec.Code)
+	}
+	n := checked
+	for range 10 {
+		exchange("flood", "10.0.0.9:5555")
+	}
+	if rec := exchange("flood", "10.0.0.9:5556"); rec.Code != 429 || !strings.Contains(rec.Body.String(), "address") {
+		t.Fatalf("11th exchange from one address = %d %s, want 429", rec.Code, rec.Body)
+	}
+	if checked-n != 10 {
+		t.Fatalf("%d tokens checked for the flood, want 10 (the 11th is refused before the check)", checked-n)
 	}
 }
 

@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/agentcustody/custody/internal/apierror"
+	"github.com/agentcustody/custody/internal/ratelimit"
 )
 
 type ctxKey struct{}
@@ -88,14 +91,48 @@ type ExchangeResponse struct {
 // about 1-2 KiB).
 const maxExchangeBody = 64 << 10
 
+// ExchangeLimits bound how often one caller may exchange. Nil fields do
+// not limit.
+type ExchangeLimits struct {
+	// ByAddress is keyed by the client's IP address (before the token is
+	// checked: it spares the API server a flood from one pod).
+	ByAddress *ratelimit.Keyed
+	// ByIdentity is keyed by the authenticated identity (tenant, agent,
+	// session and pod UID: one pod incarnation), bounding the keys one pod
+	// can mint.
+	ByIdentity *ratelimit.Keyed
+}
+
 // ExchangeHandler serves POST {"token": "..."}: it authenticates the token
 // with a and answers 200 with an [ExchangeResponse], or with the
-// [Refusal] that refuse maps the error to.
-func (s *Service) ExchangeHandler(a Authenticator, refuse func(error) Refusal, log *slog.Logger) http.Handler {
+// [Refusal] that refuse maps the error to. A caller over one of lim's
+// limits gets 429 {"error":"rate_limited"} with Retry-After and no key.
+func (s *Service) ExchangeHandler(a Authenticator, refuse func(error) Refusal, log *slog.Logger, lim ExchangeLimits) http.Handler {
+	limited := func(w http.ResponseWriter, k *ratelimit.Keyed, key, what string) bool {
+		if k == nil {
+			return false
+		}
+		ok, wait := k.Allow(key)
+		if ok {
+			return false
+		}
+		secs := int(wait.Round(time.Second) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+		apierror.Write(w, http.StatusTooManyRequests, "rate_limited", "too many exchanges from this "+what+"; retry later")
+		return true
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
 			apierror.Write(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
+			return
+		}
+		host, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			host = r.RemoteAddr
+		}
+		if limited(w, lim.ByAddress, host, "address") {
+			log.DebugContext(r.Context(), "exchange rate-limited", "address", host)
 			return
 		}
 		var req struct {
@@ -128,6 +165,10 @@ func (s *Service) ExchangeHandler(a Authenticator, refuse func(error) Refusal, l
 				return
 			}
 			apierror.Write(w, ref.Status, ref.Code, ref.Message)
+			return
+		}
+		if limited(w, lim.ByIdentity, id.Tenant+"\x00"+id.Agent+"\x00"+id.Session+"\x00"+id.PodUID, "pod") {
+			log.InfoContext(r.Context(), "exchange rate-limited", "tenant", id.Tenant, "agent", id.Agent, "session", id.Session)
 			return
 		}
 		m, err := s.Mint(r.Context(), id, 0)

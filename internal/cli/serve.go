@@ -24,6 +24,7 @@ import (
 	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/kubeauth"
 	"github.com/agentcustody/custody/internal/memory"
+	"github.com/agentcustody/custody/internal/ratelimit"
 	"github.com/agentcustody/custody/internal/staticauth"
 	"github.com/agentcustody/custody/internal/store/postgres"
 )
@@ -107,6 +108,10 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		return promhttp.InstrumentHandlerCounter(requests.MustCurryWith(prometheus.Labels{"handler": name}), h)
 	}
 
+	limits := apikey.ExchangeLimits{
+		ByIdentity: ratelimit.New(cfg.ExchangePodRate/60, 20, 0, nil),
+		ByAddress:  ratelimit.New(cfg.ExchangeAddressRate, int(max(5*cfg.ExchangeAddressRate, 1)), 0, nil),
+	}
 	api := http.NewServeMux()
 	ready := []readinessCheck{{"store", db.Ping}}
 	var podAlive func(context.Context, apikey.Identity) (bool, error)
@@ -118,14 +123,14 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		}
 		podAlive = ex.PodAlive
 		ready = append(ready, readinessCheck{"kubernetes", ex.Ready})
-		api.Handle("POST /v1/auth/kubernetes", instrument("auth_kubernetes", keys.ExchangeHandler(ex, kubeauth.Refusal, log)))
+		api.Handle("POST /v1/auth/kubernetes", instrument("auth_kubernetes", keys.ExchangeHandler(ex, kubeauth.Refusal, log, limits)))
 	}
 	if cfg.StaticTokensFile != "" {
 		st, err := staticauth.Load(cfg.StaticTokensFile, log)
 		if err != nil {
 			return usageError{err}
 		}
-		api.Handle("POST /v1/auth/static", instrument("auth_static", keys.ExchangeHandler(st, staticauth.Refusal, log)))
+		api.Handle("POST /v1/auth/static", instrument("auth_static", keys.ExchangeHandler(st, staticauth.Refusal, log, limits)))
 	}
 	api.Handle("POST /v1/auth/revoke", instrument("auth_revoke", keys.SelfRevokeHandler()))
 

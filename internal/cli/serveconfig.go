@@ -107,6 +107,16 @@ type ServeConfig struct {
 	// is how long one waits for a slot before a 503. Defaults 64 and 2s.
 	ExchangeConcurrency  int
 	ExchangeQueueTimeout time.Duration
+	// ExchangePodRate bounds the keys one pod incarnation may obtain, per
+	// minute, after a burst of 20; over it an exchange gets 429
+	// rate_limited with Retry-After. Default 60; 0 disables.
+	ExchangePodRate float64
+	// ExchangeAddressRate bounds exchanges per second from one client IP
+	// address, after a burst of five seconds' worth, before the token is
+	// checked (sparing the API server a flood). Default 0 (off): in-cluster
+	// pods have addresses of their own, but a proxy in front would make
+	// every caller one address.
+	ExchangeAddressRate float64
 
 	// StaticTokensFile enables POST /v1/auth/static with this file (see
 	// package staticauth). Empty disables the static method.
@@ -144,6 +154,7 @@ func Defaults() ServeConfig {
 		KubernetesQPS:        200,
 		KubernetesBurst:      400,
 		ExchangeConcurrency:  64,
+		ExchangePodRate:      60,
 		ExchangeQueueTimeout: 2 * time.Second,
 		KeyCacheTTL:          30 * time.Second,
 		ReadTimeout:          60 * time.Second,
@@ -183,6 +194,8 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&c.KubernetesQPS, "kubernetes-qps", c.KubernetesQPS, "Kubernetes API client queries per second")
 	fs.IntVar(&c.KubernetesBurst, "kubernetes-burst", c.KubernetesBurst, "Kubernetes API client burst")
 	fs.IntVar(&c.ExchangeConcurrency, "exchange-concurrency", c.ExchangeConcurrency, "exchanges talking to the API server at once")
+	fs.Float64Var(&c.ExchangePodRate, "exchange-pod-rate", c.ExchangePodRate, "keys one pod may obtain per minute after a burst of 20 (0: no limit); over it 429 rate_limited")
+	fs.Float64Var(&c.ExchangeAddressRate, "exchange-address-rate", c.ExchangeAddressRate, "exchanges per second from one client IP, checked before the token (0: no limit)")
 	fs.DurationVar(&c.ExchangeQueueTimeout, "exchange-queue-timeout", c.ExchangeQueueTimeout, "how long an exchange waits for a slot before 503 with Retry-After")
 	fs.StringVar(&c.StaticTokensFile, "static-tokens-file", c.StaticTokensFile, "YAML file of token SHA-256 -> tenant/agent/session; enables POST /v1/auth/static")
 	fs.DurationVar(&c.KeyCacheTTL, "key-cache-ttl", c.KeyCacheTTL, "how long this replica reuses a key verification (0 disables)")
@@ -239,6 +252,9 @@ func (c *ServeConfig) Validate() error {
 	}
 	if c.KubernetesAudience == "" {
 		errs = append(errs, errors.New("--kubernetes-audience is required"))
+	}
+	if c.ExchangePodRate < 0 || c.ExchangeAddressRate < 0 {
+		errs = append(errs, errors.New("--exchange-pod-rate and --exchange-address-rate must not be negative"))
 	}
 	if c.KubernetesQPS <= 0 || c.KubernetesBurst <= 0 || c.ExchangeConcurrency <= 0 || c.ExchangeQueueTimeout <= 0 {
 		errs = append(errs, errors.New("--kubernetes-qps, --kubernetes-burst, --exchange-concurrency and --exchange-queue-timeout must be positive"))
