@@ -116,7 +116,7 @@ func (s *Service) ExchangeHandler(a Authenticator, refuse func(error) Refusal, l
 		if ok {
 			return false
 		}
-		secs := int(wait.Round(time.Second) / time.Second)
+		secs := int((wait + time.Second - 1) / time.Second) // rounded up: retrying then succeeds
 		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
 		apierror.Write(w, http.StatusTooManyRequests, "rate_limited", "too many exchanges from this "+what+"; retry later")
 		return true

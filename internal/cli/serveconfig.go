@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"strings"
@@ -253,8 +254,8 @@ func (c *ServeConfig) Validate() error {
 	if c.KubernetesAudience == "" {
 		errs = append(errs, errors.New("--kubernetes-audience is required"))
 	}
-	if c.ExchangePodRate < 0 || c.ExchangeAddressRate < 0 {
-		errs = append(errs, errors.New("--exchange-pod-rate and --exchange-address-rate must not be negative"))
+	if !(c.ExchangePodRate >= 0) || !(c.ExchangeAddressRate >= 0) || math.IsInf(c.ExchangePodRate, 0) || math.IsInf(c.ExchangeAddressRate, 0) {
+		errs = append(errs, errors.New("--exchange-pod-rate and --exchange-address-rate must be finite numbers >= 0"))
 	}
 	if c.KubernetesQPS <= 0 || c.KubernetesBurst <= 0 || c.ExchangeConcurrency <= 0 || c.ExchangeQueueTimeout <= 0 {
 		errs = append(errs, errors.New("--kubernetes-qps, --kubernetes-burst, --exchange-concurrency and --exchange-queue-timeout must be positive"))

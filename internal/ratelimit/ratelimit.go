@@ -4,6 +4,7 @@
 package ratelimit
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -14,11 +15,12 @@ import (
 // per second up to Burst. The zero value is not usable; see [New].
 // Safe for concurrent use.
 type Keyed struct {
-	rate  rate.Limit
-	burst int
-	max   int
-	idle  time.Duration
-	now   func() time.Time
+	rate     rate.Limit
+	disabled bool
+	burst    int
+	max      int
+	idle     time.Duration
+	now      func() time.Time
 
 	mu      sync.Mutex
 	buckets map[string]*bucket
@@ -33,7 +35,8 @@ type bucket struct {
 // most maxKeys keys at once (default 100000). A bucket idle long enough
 // to have refilled is forgotten when room is needed; if every bucket is
 // busy, a new key is refused (a flood of distinct keys is itself
-// limited). perSecond <= 0 disables the limit (Allow always true).
+// limited). perSecond <= 0 disables the limit (Allow always true); a NaN
+// rate allows the burst and then nothing (it fails closed).
 func New(perSecond float64, burst, maxKeys int, now func() time.Time) *Keyed {
 	if maxKeys <= 0 {
 		maxKeys = 100000
@@ -44,17 +47,25 @@ func New(perSecond float64, burst, maxKeys int, now func() time.Time) *Keyed {
 	if burst < 1 {
 		burst = 1
 	}
+	disabled := perSecond <= 0
+	if math.IsNaN(perSecond) { // not a rate: limited to the burst, never open
+		perSecond = 0
+	}
 	idle := time.Hour
 	if perSecond > 0 {
-		idle = time.Duration(float64(burst) / perSecond * float64(time.Second))
+		secs := float64(burst) / perSecond
+		idle = time.Duration(math.MaxInt64)
+		if secs < float64(math.MaxInt64)/float64(time.Second) {
+			idle = time.Duration(secs * float64(time.Second))
+		}
 	}
-	return &Keyed{rate: rate.Limit(perSecond), burst: burst, max: maxKeys, idle: idle, now: now, buckets: map[string]*bucket{}}
+	return &Keyed{rate: rate.Limit(perSecond), disabled: disabled, burst: burst, max: maxKeys, idle: idle, now: now, buckets: map[string]*bucket{}}
 }
 
 // Allow takes a token from key's bucket. If there is none it returns
 // false and how long until one is due.
 func (k *Keyed) Allow(key string) (bool, time.Duration) {
-	if k.rate <= 0 {
+	if k.disabled {
 		return true, 0
 	}
 	now := k.now()
