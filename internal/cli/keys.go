@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -28,8 +29,9 @@ func newKeysCmd() *cobra.Command {
 		Use:   "init --dir DIR [--signer-origin ORIGIN]",
 		Short: "Create the log key and the gateway token key (never overwriting)",
 		Long: `Create DIR/` + signerKeyFile + ` (the signer's log key) and DIR/` + gateway.SigningKeyFile + `
-(the gateway's token key), mode 0600, unless they exist, and print the log's
-verifier key. With --database-url every replica must be given these same two
+(the gateway's token key), mode 0600, unless they exist (an existing file is
+kept only if it is a valid key), and print the log's verifier key. DIR must be
+writable by you alone. With --database-url every replica must be given these same two
 files (e.g. kubectl create secret generic custody-keys --from-file=DIR/): a
 replica never generates them.`,
 		Args: cobra.NoArgs,
@@ -40,19 +42,35 @@ replica never generates them.`,
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return err
 			}
+			if err := privateDir(dir); err != nil {
+				return err
+			}
 			out := cmd.OutOrStdout()
 			sk := filepath.Join(dir, signerKeyFile)
+			if err := regularOrMissing(sk); err != nil {
+				return err
+			}
 			vkey, err := signer.CreateKeyFile(sk, origin)
 			switch {
 			case errors.Is(err, fs.ErrExist):
-				fmt.Fprintf(out, "kept     %s (exists)\n", sk)
+				// Kept only if it is a usable key for this origin.
+				if vkey, err = signer.KeyFileVerifier(sk, origin); err != nil {
+					return fmt.Errorf("existing %s is not a log key for %q (remove it to make a new one): %w", sk, origin, err)
+				}
+				fmt.Fprintf(out, "kept     %s (exists)\nlog verifier key: %s\n", sk, vkey)
 			case err != nil:
 				return err
 			default:
 				fmt.Fprintf(out, "created  %s\nlog verifier key: %s\n", sk, vkey)
 			}
 			gk := filepath.Join(dir, gateway.SigningKeyFile)
-			if _, err := os.Stat(gk); err == nil {
+			if err := regularOrMissing(gk); err != nil {
+				return err
+			}
+			if b, err := os.ReadFile(gk); err == nil {
+				if _, err := keyfile.Parse(b); err != nil {
+					return fmt.Errorf("existing %s is not a gateway key (remove it to make a new one): %w", gk, err)
+				}
 				fmt.Fprintf(out, "kept     %s (exists)\n", gk)
 				return nil
 			}
@@ -67,4 +85,40 @@ replica never generates them.`,
 	initCmd.Flags().StringVar(&origin, "signer-origin", Defaults().SignerOrigin, "the log's origin, as custody serve --signer-origin")
 	cmd.AddCommand(initCmd)
 	return cmd
+}
+
+// privateDir refuses a key directory others could write to (they could
+// plant a key that would then be "kept" and shipped): it must be a
+// directory, owned by this user, not group- or world-writable.
+func privateDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--dir %s is not a directory", dir)
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("--dir %s is writable by others (mode %v): use a directory only you can write", dir, fi.Mode().Perm())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && int(st.Uid) != os.Getuid() {
+		return fmt.Errorf("--dir %s belongs to another user (uid %d)", dir, st.Uid)
+	}
+	return nil
+}
+
+// regularOrMissing refuses a key path that exists as anything but a
+// regular file (a symlink, a directory).
+func regularOrMissing(path string) error {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s exists and is not a regular file (%v): remove it", path, fi.Mode().Type())
+	}
+	return nil
 }

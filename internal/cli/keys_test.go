@@ -35,9 +35,12 @@ func TestKeysInit(t *testing.T) {
 	if _, err := keyfile.Parse(files[gateway.SigningKeyFile]); err != nil {
 		t.Fatalf("gateway key: %v", err)
 	}
-	code, out, _ = runCLI(t, ctx, envMap(nil), "", "keys", "init", "--dir", dir)
-	if code != 0 || strings.Count(out, "kept") != 2 {
-		t.Fatalf("second keys init = %d %q, want both kept", code, out)
+	code, out, _ = runCLI(t, ctx, envMap(nil), "", "keys", "init", "--dir", dir, "--signer-origin", "custody.example/log")
+	if code != 0 || strings.Count(out, "kept") != 2 || !strings.Contains(out, "log verifier key: custody.example/log+") {
+		t.Fatalf("second keys init = %d %q, want both kept and the verifier key", code, out)
+	}
+	if code, _, errs := runCLI(t, ctx, envMap(nil), "", "keys", "init", "--dir", dir, "--signer-origin", "other.example/log"); code == 0 || !strings.Contains(errs, "not a log key") {
+		t.Fatalf("keys init with another origin = %d %q, want a refusal", code, errs)
 	}
 	for name, before := range files {
 		if after, _ := os.ReadFile(filepath.Join(dir, name)); string(after) != string(before) {

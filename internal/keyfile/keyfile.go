@@ -62,10 +62,16 @@ func LoadOrCreateEd25519(path string) (ed25519.PrivateKey, error) {
 	if err != nil {
 		return nil, fmt.Errorf("write key: %w", err)
 	}
-	// Link fails if path appeared meanwhile; then the other key wins.
+	// Link fails if path appeared meanwhile; then the other key wins. If
+	// it "exists" but cannot be read (a dangling symlink), that is an
+	// error, not a reason to try again.
 	if err := os.Link(tmp.Name(), path); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			return LoadOrCreateEd25519(path)
+			b, rerr := os.ReadFile(path)
+			if rerr != nil {
+				return nil, fmt.Errorf("key %s exists but cannot be read: %w", path, rerr)
+			}
+			return Parse(b)
 		}
 		return nil, fmt.Errorf("write key: %w", err)
 	}

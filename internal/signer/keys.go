@@ -290,3 +290,19 @@ func CreateKeyFile(path, origin string) (string, error) {
 	}
 	return vkey, nil
 }
+
+// KeyFileVerifier reads the log signing key at path, checks that it is a
+// note signing key for origin, and returns its verifier key. It is how
+// `custody keys init` vouches for a key file it keeps.
+func KeyFileVerifier(path, origin string) (string, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("signer: read key: %w", err)
+	}
+	s := &Signer{opts: Options{Origin: origin}}
+	k, err := s.parseKey(strings.TrimSpace(string(raw)), path)
+	if err != nil {
+		return "", err
+	}
+	return k.vkey, nil
+}
