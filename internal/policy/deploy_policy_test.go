@@ -7,11 +7,11 @@ import (
 
 // TestDeployPolicy: the example policy shipped in deploy/ parses.
 func TestDeployPolicy(t *testing.T) {
-	b, err := os.ReadFile("../../deploy/policies/agents.yaml")
+	b, err := os.ReadFile("../../deploy/base/policies/agents.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Parse("agents", b); err != nil {
-		t.Fatalf("Parse(deploy/policies/agents.yaml) = %v", err)
+		t.Fatalf("Parse(deploy/base/policies/agents.yaml) = %v", err)
 	}
 }

@@ -63,6 +63,25 @@ func TestDeployKustomizations(t *testing.T) {
 			t.Errorf("deploy/postgres lost %s", k)
 		}
 	}
+	// Both mount the tenant policies from the generated ConfigMap.
+	for name, objs := range map[string]map[string][]byte{"deploy/": sqlite, "deploy/postgres": pg} {
+		var dep appsv1.Deployment
+		if err := json.Unmarshal(objs["Deployment/custody"], &dep); err != nil {
+			t.Fatal(err)
+		}
+		i := slices.IndexFunc(dep.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.ConfigMap != nil })
+		if i < 0 {
+			t.Errorf("%s: no policies volume", name)
+			continue
+		}
+		cm := dep.Spec.Template.Spec.Volumes[i].ConfigMap.Name
+		if _, ok := objs["ConfigMap/"+cm]; !ok || !strings.HasPrefix(cm, "custody-policies-") {
+			t.Errorf("%s: policies volume names ConfigMap %q, not the generated one", name, cm)
+		}
+		if !slices.Contains(dep.Spec.Template.Spec.Containers[0].Args, "--policy-dir=/etc/custody/policies") {
+			t.Errorf("%s: custody serve is not given the mounted policies", name)
+		}
+	}
 	var d appsv1.Deployment
 	if err := json.Unmarshal(pg["Deployment/custody"], &d); err != nil {
 		t.Fatal(err)

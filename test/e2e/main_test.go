@@ -25,7 +25,7 @@ var (
 	// the gateway holds providerKey for it.
 	provider *fixture.ProviderStandIn
 	keysDir  string
-	// policyDir is deploy/policies (tenant "agents").
+	// policyDir is deploy/base/policies (tenant "agents").
 	policyDir string
 )
 
@@ -67,7 +67,7 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	policyDir = filepath.Join(root, "deploy", "policies")
+	policyDir = filepath.Join(root, "deploy", "base", "policies")
 	provider = fixture.NewProviderStandIn()
 	defer provider.Close()
 	keysDir = filepath.Join(workDir, "provider-keys")

@@ -80,7 +80,7 @@ func run(ctx context.Context) int {
 	}
 	srv, err := fixture.StartCustody(ctx, bin, dir, "--kubeconfig="+kc, "--kubernetes-namespaces="+fixture.Namespace,
 		"--gateway-keys-dir="+keysDir, "--gateway-provider=anthropic="+provider.URL,
-		"--policy-dir="+filepath.Join(root, "deploy", "policies"), "--signer-idle="+demoIdle.String())
+		"--policy-dir="+filepath.Join(root, "deploy", "base", "policies"), "--signer-idle="+demoIdle.String())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
