@@ -157,7 +157,6 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 			sg.set(s)
 			defer sg.close()
 		}
-		ready = append(ready, readinessCheck{"signer", sg.ready})
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "custody_signer_writer",
 			Help: "1 while this replica runs the signer (holds the log's writer lease), 0 while it stands by.",
@@ -167,6 +166,10 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 			}
 			return 0
 		}))
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "custody_signer_start_failures_total",
+			Help: "Times this replica held the writer lease but could not start the signer (see its log).",
+		}, func() float64 { return float64(sg.startFailures.Load()) }))
 		api.Handle("/v1/signer/", instrument("signer", sg.API()))
 		api.Handle("/mcp/signer", instrument("mcp_signer", sg.MCP()))
 	}

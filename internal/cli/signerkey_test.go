@@ -9,12 +9,13 @@ import (
 	"time"
 )
 
-// TestReplicaWithAnotherLogKeyIsNotReady: a replica given a log key that
-// did not sign the shared log never runs the signer; it says so — /readyz
-// fails its "signer" check and signer calls get 503 signer_unavailable —
-// instead of claiming another replica holds the lease. The writer
-// reports custody_signer_writer 1.
-func TestReplicaWithAnotherLogKeyIsNotReady(t *testing.T) {
+// TestReplicaWithAnotherLogKeyRefusesTheSigner: a replica given a log key
+// that did not sign the shared log never runs the signer; it says so —
+// signer calls get 503 signer_unavailable, custody_signer_start_failures_total
+// counts — instead of claiming another replica holds the lease, and it
+// stays ready for what it can serve. The writer reports
+// custody_signer_writer 1.
+func TestReplicaWithAnotherLogKeyRefusesTheSigner(t *testing.T) {
 	p := newPGReplicas(t)
 	get := func(url string) (int, string) {
 		resp, err := http.Get(url)
@@ -45,12 +46,16 @@ func TestReplicaWithAnotherLogKeyIsNotReady(t *testing.T) {
 	stopA()
 
 	b, _ := p.start("b", filepath.Join(p.dir, "keys-b")) // another log key
-	poll("b's /readyz to fail on the signer", func() bool {
-		st, body := get("http://" + b.metrics + "/readyz")
-		return st == http.StatusServiceUnavailable && strings.Contains(body, "signer")
+	kb := p.key(b)
+	poll("b to refuse signer calls as unavailable", func() bool {
+		st, body := post("http://"+b.api+"/v1/signer/runs", kb, "")
+		return st == 503 && strings.Contains(body, "signer_unavailable")
 	})
-	if st, body := post("http://"+b.api+"/v1/signer/runs", p.key(b), ""); st != 503 || !strings.Contains(body, "signer_unavailable") {
-		t.Fatalf("signer call on the misconfigured replica = %d %s, want 503 signer_unavailable", st, body)
+	if st, body := get("http://" + b.metrics + "/readyz"); st != 200 {
+		t.Errorf("b's /readyz = %d %s: a signer-only misconfiguration must not take keys and memory away", st, body)
+	}
+	if _, m := get("http://" + b.metrics + "/metrics"); strings.Contains(m, "custody_signer_start_failures_total 0") || !strings.Contains(m, "custody_signer_start_failures_total") {
+		t.Errorf("b's metrics do not count the failed starts")
 	}
 	if _, m := get("http://" + b.metrics + "/metrics"); !strings.Contains(m, "custody_signer_writer 0") {
 		t.Errorf("the misconfigured replica's metrics lack custody_signer_writer 0")

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -23,18 +22,14 @@ type signerSlot struct {
 	keys *apikey.Service
 	cur  atomic.Pointer[signerHandlers]
 	// startErr is why this replica, holding the lease, could not start
-	// the signer the last time it tried (nil once it starts): a
-	// misconfigured replica (another log key, say) is not ready, and says
-	// so instead of claiming another replica is the writer.
+	// the signer at its last attempt; it is cleared when the replica tries
+	// again (then it waits for the lease, standing by, if another replica
+	// holds it). While set, signer calls get 503 signer_unavailable rather
+	// than a claim that another replica is the writer. It does not fail
+	// /readyz: the replica still serves keys, memory and the gateway.
 	startErr atomic.Pointer[error]
-}
-
-// ready fails while this replica cannot start the signer (for /readyz).
-func (sl *signerSlot) ready(context.Context) error {
-	if p := sl.startErr.Load(); p != nil {
-		return fmt.Errorf("signer cannot start on this replica: %w", *p)
-	}
-	return nil
+	// startFailures counts failed starts (custody_signer_start_failures_total).
+	startFailures atomic.Int64
 }
 
 // writer reports whether this replica runs the signer now.
@@ -101,6 +96,7 @@ func (sl *signerSlot) runLeased(ctx context.Context, db *postgres.DB, cfg ServeC
 		}
 	}
 	for ctx.Err() == nil {
+		sl.startErr.Store(nil)
 		log.InfoContext(ctx, "signer: waiting for the writer lease")
 		w, err := db.AcquireSignerWriter(ctx)
 		if err != nil {
@@ -116,6 +112,7 @@ func (sl *signerSlot) runLeased(ctx context.Context, db *postgres.DB, cfg ServeC
 		s, err := newSigner(ctx, cfg, w.Store(), log)
 		if err != nil {
 			sl.startErr.Store(&err)
+			sl.startFailures.Add(1)
 			log.ErrorContext(ctx, "signer: start failed; releasing the writer lease", "err", err)
 			w.Release()
 			if !wait() {
@@ -131,6 +128,10 @@ func (sl *signerSlot) runLeased(ctx context.Context, db *postgres.DB, cfg ServeC
 		case <-ctx.Done():
 		case <-w.Lost():
 			log.ErrorContext(ctx, "signer: writer lease lost; standing by", "epoch", w.Epoch())
+		case <-s.Failed():
+			// It refuses every write until replaced: give the lease up so
+			// that a fresh signer loads the log (here or elsewhere).
+			log.ErrorContext(ctx, "signer: failed; releasing the writer lease to start afresh", "epoch", w.Epoch())
 		}
 		sl.set(nil)
 		if err := s.Close(); err != nil {

@@ -181,6 +181,7 @@ func (s *Signer) commitBatch(t *txn) {
 				// chains are stale. Refuse writes until a restart rather
 				// than re-sign on top of its records.
 				s.conflict = true
+				s.fail()
 				from := int64(-1)
 				if len(t.b.Leaves) > 0 {
 					from = t.b.Leaves[0].Index
@@ -193,6 +194,7 @@ func (s *Signer) commitBatch(t *txn) {
 			if lerr := s.load(context.Background()); lerr != nil {
 				s.log.Error("reload failed; refusing writes", "err", lerr)
 				s.closed = true
+				s.fail()
 			}
 			s.gen++
 			s.failure = err

@@ -118,6 +118,8 @@ type Signer struct {
 	loopDone chan struct{}
 	bgWG     sync.WaitGroup
 	closeMu  sync.Once
+	failed   chan struct{} // closed once the signer refuses writes for good (see Failed)
+	failOnce sync.Once
 	qmu      sync.RWMutex // held shared while queueing; exclusively to stop queueing
 	stopping bool
 
@@ -224,6 +226,7 @@ func New(ctx context.Context, opts Options) (*Signer, error) {
 		reqs:     make(chan *appendReq, 4096),
 		stop:     make(chan struct{}),
 		loopDone: make(chan struct{}),
+		failed:   make(chan struct{}),
 		wsize:    make([]int64, len(opts.Witnesses)),
 		pols:     policyCache{dir: opts.PolicyDir, entries: map[string]*policyEntry{}},
 	}
@@ -422,6 +425,16 @@ func (s *Signer) Close() error {
 	})
 	return err
 }
+
+// Failed returns a channel closed once this signer refuses every write
+// until it is replaced: another writer appended to the log
+// ([ErrLogConflict]), or a failed commit could not be followed by a reload
+// of the state. A process running it under a writer lease should then
+// stop it and release the lease, so that a fresh signer (here or on
+// another replica) loads the log again.
+func (s *Signer) Failed() <-chan struct{} { return s.failed }
+
+func (s *Signer) fail() { s.failOnce.Do(func() { close(s.failed) }) }
 
 // Trust returns trust.json for this log: its origin, every key it has
 // signed with (a retired key with its retired_from_index), the trusted
