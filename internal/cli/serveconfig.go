@@ -178,7 +178,7 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.AdminAudience, "admin-audience", c.AdminAudience, "audience admin callers' projected tokens must carry")
 	fs.BoolVar(&c.Signer, "signer", c.Signer, "serve the signer: /v1/signer/ on --listen, its admin routes (approvals, bundles, trust) on --admin-listen")
 	fs.StringVar(&c.SignerOrigin, "signer-origin", c.SignerOrigin, "the signer log's origin (first line of its checkpoints)")
-	fs.StringVar(&c.SignerKeyFile, "signer-key-file", c.SignerKeyFile, "the log's Ed25519 signing key, created if missing (default <data-dir>/signer-ed25519.pem)")
+	fs.StringVar(&c.SignerKeyFile, "signer-key-file", c.SignerKeyFile, "the log's Ed25519 signing key, created if missing (default <data-dir>/signer-ed25519.pem); with --database-url required and never created (custody keys init)")
 	fs.StringVar(&c.PolicyDir, "policy-dir", c.PolicyDir, "directory of per-tenant policies, <tenant>.yaml; empty: built-in rules only, unmatched calls denied")
 	fs.BoolVar(&c.PolicyResolve, "policy-resolve", c.PolicyResolve, "resolve host names in tool-call arguments and deny when any address is internal")
 	fs.DurationVar(&c.SignerIdle, "signer-idle", c.SignerIdle, "close a run after this long without calls (idle_s), with a signed run.closing of reason idle_timeout")

@@ -80,7 +80,7 @@ func (g *gatewayScenario) run(ctx context.Context) {
 
 	// G2: direct egress to the provider.
 	g.skipped++
-	fmt.Println("SKIP G2  egress from the sandbox straight to the provider is blocked: needs a CNI that enforces NetworkPolicy (pods do not run here)")
+	fmt.Println("SKIP G2  egress from the sandbox straight to the provider is blocked: needs an egress policy that denies the provider's addresses (an FQDN-aware CNI; deploy/'s NetworkPolicy allows public egress) and running pods")
 
 	// G3: a copy of run 1's token, replayed after run 1 exited.
 	tok1, err := os.ReadFile(leak1)
