@@ -24,6 +24,10 @@ type Keyed struct {
 
 	mu      sync.Mutex
 	buckets map[string]*bucket
+	// noSweepUntil: a sweep before this time frees nothing (the oldest
+	// bucket left by the last sweep is not idle long enough yet), so a
+	// flood of new keys into a full table costs no repeated full sweeps.
+	noSweepUntil time.Time
 }
 
 type bucket struct {
@@ -91,10 +95,17 @@ func (k *Keyed) Allow(key string) (bool, time.Duration) {
 // sweep forgets buckets idle long enough to be full again (forgetting
 // them changes nothing) and reports whether there is room.
 func (k *Keyed) sweep(now time.Time) bool {
+	if now.Before(k.noSweepUntil) {
+		return false
+	}
+	oldest := now
 	for key, b := range k.buckets {
 		if now.Sub(b.last) >= k.idle {
 			delete(k.buckets, key)
+		} else if b.last.Before(oldest) {
+			oldest = b.last
 		}
 	}
+	k.noSweepUntil = oldest.Add(k.idle)
 	return len(k.buckets) < k.max
 }

@@ -60,3 +60,29 @@ func TestDisabled(t *testing.T) {
 		}
 	}
 }
+
+// TestFullTableSweepsRarely: while no bucket can be forgotten yet, new
+// keys into a full table are refused without sweeping it again; once the
+// oldest bucket is idle long enough, room is made.
+func TestFullTableSweepsRarely(t *testing.T) {
+	c := &clock{t: time.Unix(1000, 0)}
+	k := New(1, 2, 3, c.now) // idle after 2 s
+	k.Allow("a")
+	c.add(time.Second)
+	k.Allow("b")
+	k.Allow("c")
+	if ok, _ := k.Allow("d"); ok {
+		t.Fatal("a fourth key admitted into a full table")
+	}
+	if k.noSweepUntil != time.Unix(1002, 0) {
+		t.Fatalf("next useful sweep at %v, want when a is idle (1002)", k.noSweepUntil)
+	}
+	c.add(500 * time.Millisecond)
+	if ok, _ := k.Allow("e"); ok || len(k.buckets) != 3 {
+		t.Fatal("admitted or swept before any bucket was idle")
+	}
+	c.add(500 * time.Millisecond) // a is idle now
+	if ok, _ := k.Allow("f"); !ok {
+		t.Fatal("no room once the oldest bucket could be forgotten")
+	}
+}
