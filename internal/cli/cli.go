@@ -30,6 +30,9 @@ func (e usageError) Unwrap() error { return e.err }
 type exitError struct {
 	code int
 	err  error
+	// reported: the command already printed the failure (custody verify's
+	// "FAILED: ..." on stdout); it is not repeated on stderr.
+	reported bool
 }
 
 func (e exitError) Error() string { return e.err.Error() }
@@ -74,9 +77,11 @@ func runWithIO(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if err == nil {
 		return 0
 	}
-	fmt.Fprintf(stderr, "custody: %v\n", err)
 	var ue usageError
 	var ee exitError
+	if !errors.As(err, &ee) || !ee.reported {
+		fmt.Fprintf(stderr, "custody: %v\n", err)
+	}
 	switch {
 	case errors.As(err, &ee):
 		return ee.code

@@ -53,12 +53,12 @@ Exit codes: 0 verified, 1 refused, 2 usage, 3 invalid trust file, 4 unreadable b
 			res, err := verify.Verify(bundle, trust)
 			if err != nil {
 				fmt.Fprintf(cmd.OutOrStdout(), "FAILED: %v\n", err)
-				return exitError{code: verify.ExitCode(err), err: err}
+				return exitError{code: verify.ExitCode(err), err: err, reported: true}
 			}
 			if wantRun != "" && res.Run != wantRun {
 				err := fmt.Errorf("the bundle is for run %q, not %q", res.Run, wantRun)
 				fmt.Fprintf(cmd.OutOrStdout(), "FAILED: %v\n", err)
-				return exitError{code: 1, err: err}
+				return exitError{code: 1, err: err, reported: true}
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), res.String())
 			return nil
