@@ -51,3 +51,20 @@ func TestKeysInit(t *testing.T) {
 		t.Fatalf("keys init without --dir = %d %q, want usage error", code, errs)
 	}
 }
+
+// TestWitnessKeyDataDir: `witness key --data-dir` uses the key `witness
+// serve --data-dir` uses (same default path), made once.
+func TestWitnessKeyDataDir(t *testing.T) {
+	dir := t.TempDir()
+	code, out1, errs := runCLI(t, context.Background(), envMap(nil), "", "witness", "key", "--data-dir", dir, "--name", "w1.example")
+	if code != 0 || !strings.HasPrefix(out1, "w1.example+") {
+		t.Fatalf("witness key = %d %q %q", code, out1, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "witness-ed25519.pem")); err != nil {
+		t.Fatalf("key not at witness serve's default path: %v", err)
+	}
+	_, out2, _ := runCLI(t, context.Background(), envMap(nil), "", "witness", "key", "--key-file", filepath.Join(dir, "witness-ed25519.pem"), "--name", "w1.example")
+	if out1 != out2 {
+		t.Fatalf("--data-dir and the explicit key file give different keys: %q, %q", out1, out2)
+	}
+}

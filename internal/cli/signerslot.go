@@ -123,7 +123,7 @@ func (sl *signerSlot) runLeased(ctx context.Context, db *postgres.DB, cfg ServeC
 		pause = time.Second
 		sl.startErr.Store(nil)
 		sl.set(s)
-		log.InfoContext(ctx, "signer: this replica holds the writer lease", "epoch", w.Epoch(), "lease_pid", w.PID())
+		log.InfoContext(ctx, "signer: this replica holds the writer lease", "epoch", w.Epoch(), "lease_backend_pid", w.PID())
 		select {
 		case <-ctx.Done():
 		case <-w.Lost():

@@ -209,6 +209,7 @@ func runWitnessServer(ctx context.Context, addr string, h http.Handler, log *slo
 
 func newWitnessKeyCmd(env Env) *cobra.Command {
 	var keyFile, name string
+	dataDir := WitnessDefaults().DataDir
 	cmd := &cobra.Command{
 		Use:   "key",
 		Short: "Print the witness's cosignature verifier key (vkey) for trust.json",
@@ -220,10 +221,11 @@ key file is created (0600) if missing, so this also generates a witness key.`,
 			if err := applyEnv(cmd.Flags(), "CUSTODY_WITNESS_", env); err != nil {
 				return err
 			}
-			if keyFile == "" || name == "" {
-				return usageError{errors.New("--key-file and --name are required")}
+			if name == "" {
+				return usageError{errors.New("--name is required")}
 			}
-			key, err := witness.LoadOrCreateKey(keyFile)
+			path := (&WitnessConfig{KeyFile: keyFile, DataDir: dataDir}).keyFile()
+			key, err := witness.LoadOrCreateKey(path)
 			if err != nil {
 				return err
 			}
@@ -235,7 +237,8 @@ key file is created (0600) if missing, so this also generates a witness key.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&keyFile, "key-file", "", "Ed25519 PEM signing key, created 0600 if missing (required)")
+	cmd.Flags().StringVar(&keyFile, "key-file", "", "Ed25519 PEM signing key, created 0600 if missing (default <data-dir>/witness-ed25519.pem, as witness serve)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", dataDir, "the witness's data directory, as witness serve --data-dir")
 	cmd.Flags().StringVar(&name, "name", "", "witness name (required)")
 	return cmd
 }
