@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 func BenchmarkDecide(b *testing.B) {
@@ -46,4 +47,34 @@ func BenchmarkDecide(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkDecideShellText decides a Bash call with 250 KB of shell text
+// (every string is scanned for metadata endpoints), beside its floor in
+// the same run: decoding the same arguments, which every decision does.
+func BenchmarkDecideShellText(b *testing.B) {
+	e, err := New(Options{DefaultEffect: Allow})
+	if err != nil {
+		b.Fatal(err)
+	}
+	text := strings.Repeat(`curl -s https://example.com/v1.2.3/api?x=1 | jq '.items[] | .name' && echo "done $HOME" ; `, 2500)
+	args, _ := json.Marshal(map[string]any{"command": text})
+	start := time.Now()
+	const floorN = 20
+	for range floorN {
+		if _, err := decodeArgs(args); err != nil {
+			b.Fatal(err)
+		}
+	}
+	floor := time.Since(start) / floorN
+	b.SetBytes(int64(len(args)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if d, _ := e.Decide(context.Background(), nil, Call{Tool: "Bash", Args: args}); d.Effect != Allow {
+			b.Fatalf("effect %s", d.Effect)
+		}
+	}
+	b.StopTimer()
+	per := b.Elapsed() / time.Duration(b.N)
+	b.ReportMetric(float64(per)/float64(floor), "x_decode_floor")
 }

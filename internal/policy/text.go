@@ -3,6 +3,7 @@ package policy
 import (
 	"net/netip"
 	"strings"
+	"unicode/utf8"
 )
 
 // Free text (a shell command, a script, a prompt) is searched for cloud
@@ -34,18 +35,24 @@ func (f *finder) text(s string) {
 	}
 }
 
+// isTextDelim[c] reports whether byte c is in textDelims.
+var isTextDelim = func() (t [256]bool) {
+	for i := 0; i < len(textDelims); i++ {
+		t[textDelims[i]] = true
+	}
+	return t
+}()
+
 func (f *finder) scan(s string) {
-	for len(s) > 0 && f.textDests < maxTextDests {
-		i := strings.IndexAny(s, textDelims)
-		tok := s
-		if i >= 0 {
-			tok, s = s[:i], s[i+1:]
-		} else {
-			s = ""
+	start := 0
+	for i := 0; i <= len(s) && f.textDests < maxTextDests; i++ {
+		if i < len(s) && !isTextDelim[s[i]] {
+			continue
 		}
-		if tok != "" {
-			f.token(tok)
+		if i > start {
+			f.token(s[start:i])
 		}
+		start = i + 1
 	}
 }
 
@@ -56,11 +63,14 @@ func (f *finder) token(tok string) {
 		for k > 0 && schemeChar(tok[k-1]) {
 			k--
 		}
-		if k < j && f.addMetadata(ClassifyURL(tok[k:]), tok[k:]) {
+		if k < j && schemeHostMayBeMetadata(tok[j+3:]) && f.addMetadata(ClassifyURL(tok[k:]), tok[k:]) {
 			return
 		}
 	}
-	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(tok, "["), "]")); err == nil {
+	// Bare IPv6 (ClassifyURL calls an unbracketed one ambiguous).
+	if strings.IndexByte(tok, ':') < 0 {
+		// not IPv6: nothing to parse
+	} else if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(tok, "["), "]")); err == nil {
 		if f.addMetadata(ClassifyHost(a.String()), tok) {
 			return
 		}
@@ -136,8 +146,11 @@ func schemeChar(c byte) bool {
 // "instance-data" with a dot. A lone word such as "metadata" is prose.
 func addressLike(tok string) bool {
 	h := tok
-	if i := strings.IndexAny(h, "/?#\\"); i >= 0 {
-		h = h[:i]
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; c == '/' || c == '?' || c == '#' || c == '\\' {
+			h = h[:i]
+			break
+		}
 	}
 	if i := strings.LastIndexByte(h, '@'); i >= 0 {
 		h = h[i+1:]
@@ -169,4 +182,34 @@ func addressLike(tok string) bool {
 	}
 	l := strings.ToLower(h)
 	return dot && (strings.Contains(l, "metadata") || strings.Contains(l, "instance-data"))
+}
+
+// schemeHostMayBeMetadata is a cheap test of the authority after "://"
+// that lets text scanning skip the full classification of plainly
+// public URLs (https://example.com/...): it is false only for an ASCII
+// host of letters, digits, dots, dashes and a port that has no digit in
+// its name part (so no address in any notation, no wildcard-DNS name)
+// and names no metadata service.
+func schemeHostMayBeMetadata(rest string) bool {
+	h := rest
+	if i := strings.IndexAny(h, "/?#"); i >= 0 {
+		h = h[:i]
+	}
+	if h == "" {
+		return true
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if c >= utf8.RuneSelf || c == '@' || c == '\\' || c == '%' || c == '[' {
+			return true
+		}
+	}
+	if addressLike(h) {
+		return true
+	}
+	if i := strings.IndexByte(h, ':'); i >= 0 {
+		h = h[:i]
+	}
+	l := strings.TrimSuffix(strings.ToLower(h), ".")
+	return metadataNames[l] || strings.Contains(l, "metadata") || strings.Contains(l, "instance-data")
 }
