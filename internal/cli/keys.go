@@ -28,7 +28,8 @@ func newKeysCmd() *cobra.Command {
 	initCmd := &cobra.Command{
 		Use:   "init --dir DIR [--signer-origin ORIGIN]",
 		Short: "Create the log key and the gateway token key (never overwriting)",
-		Long: `Create DIR/` + signerKeyFile + ` (the signer's log key) and DIR/` + gateway.SigningKeyFile + `
+		Long: `Create DIR/` + signerKeyFile + ` (the signer's log key, a C2SP note signing key
+"PRIVATE+KEY+<origin>+...", not PEM despite its name) and DIR/` + gateway.SigningKeyFile + `
 (the gateway's token key), mode 0600, unless they exist (an existing file is
 kept only if it is a valid key), and print the log's verifier key. DIR must be
 writable by you alone. With --database-url every replica must be given these same two
