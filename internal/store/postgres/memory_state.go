@@ -83,12 +83,6 @@ func (d *DB) GetWorkingState(ctx context.Context, ns memory.Namespace, name stri
 	return r.state, nil
 }
 
-// live reports whether r's lease is unexpired at now (both at
-// millisecond resolution, as stored).
-func (r stateRow) live(now time.Time) bool {
-	return r.state.Lease != nil && r.state.Lease.ExpiresAt.After(now)
-}
-
 // AcquireStateLease implements memory.Store. Under the namespace's lock
 // it reads the slot, decides, and writes the lease in one transaction.
 func (d *DB) AcquireStateLease(ctx context.Context, ns memory.Namespace, name string, req memory.LeaseRequest) (memory.Grant, error) {
@@ -115,15 +109,9 @@ func (d *DB) AcquireStateLease(ctx context.Context, ns memory.Namespace, name st
 		if err != nil {
 			return err
 		}
-		live := r.live(now)
-		epoch := r.epoch + 1
-		switch {
-		case live && r.holderKey == key:
-			epoch = r.epoch // renewal
-		case !live:
-		case req.TakeOver != 0 && req.TakeOver == r.state.Lease.Epoch:
-		default:
-			return &memory.LeaseHeldError{Lease: *r.state.Lease}
+		epoch, err := memory.NextLeaseEpoch(r.state.Lease, r.holderKey, r.epoch, req, now)
+		if err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx,
 			`UPDATE memory_state SET lease_epoch = $1, lease_holder = $2, lease_identity = $3, lease_expires_at = $4
@@ -160,11 +148,8 @@ func (d *DB) PutWorkingState(ctx context.Context, ns memory.Namespace, name stri
 		if err != nil {
 			return err
 		}
-		if !r.live(now) || r.holderKey != memory.HolderKey(req.Holder) || r.state.Lease.Epoch != req.Epoch {
-			return memory.ErrLeaseLost
-		}
-		if req.IfVersion != memory.AnyVersion && req.IfVersion != r.state.Version {
-			return &memory.VersionConflictError{Current: r.state.Version}
+		if err := memory.CheckPut(r.state.Lease, r.holderKey, r.state.Version, req, now); err != nil {
+			return err
 		}
 		if _, err := tx.Exec(ctx,
 			`UPDATE memory_state SET version = version + 1, state = $1, updated_at = $2, updated_by = $3
@@ -201,8 +186,8 @@ func (d *DB) ReleaseStateLease(ctx context.Context, ns memory.Namespace, name st
 		if err != nil {
 			return err
 		}
-		if r.state.Lease == nil || r.holderKey != memory.HolderKey(holder) || r.state.Lease.Epoch != epoch {
-			return memory.ErrLeaseLost
+		if err := memory.CheckRelease(r.state.Lease, r.holderKey, holder, epoch); err != nil {
+			return err
 		}
 		_, err = tx.Exec(ctx,
 			`UPDATE memory_state SET lease_holder = NULL, lease_identity = NULL, lease_expires_at = NULL

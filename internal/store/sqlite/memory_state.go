@@ -100,16 +100,9 @@ func (d *DB) AcquireStateLease(ctx context.Context, ns memory.Namespace, name st
 		if err != nil {
 			return err
 		}
-		l := r.state.Lease
-		live := l != nil && millis(l.ExpiresAt) > now
-		epoch := r.epoch + 1
-		switch {
-		case live && r.holderKey == memory.HolderKey(req.Holder):
-			epoch = r.epoch // renewal
-		case !live:
-		case req.TakeOver != 0 && req.TakeOver == l.Epoch:
-		default:
-			return &memory.LeaseHeldError{Lease: *l}
+		epoch, err := memory.NextLeaseEpoch(r.state.Lease, r.holderKey, r.epoch, req, fromMillis(now))
+		if err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx,
 			`UPDATE memory_state SET lease_epoch = ?, lease_holder = ?, lease_identity = ?, lease_expires_at = ?
@@ -129,13 +122,6 @@ func (d *DB) AcquireStateLease(ctx context.Context, ns memory.Namespace, name st
 	return g, nil
 }
 
-// holds reports whether r's lease is held, unexpired at nowMillis, by
-// the holder with key holderKey (memory.HolderKey) and epoch.
-func (r stateRow) holds(holderKey string, epoch, nowMillis int64) bool {
-	l := r.state.Lease
-	return l != nil && r.holderKey == holderKey && l.Epoch == epoch && millis(l.ExpiresAt) > nowMillis
-}
-
 // PutWorkingState implements memory.Store. The lease check, the version
 // check and the write are one IMMEDIATE transaction.
 func (d *DB) PutWorkingState(ctx context.Context, ns memory.Namespace, name string, req memory.PutRequest) (memory.State, error) {
@@ -149,11 +135,8 @@ func (d *DB) PutWorkingState(ctx context.Context, ns memory.Namespace, name stri
 		if err != nil {
 			return err
 		}
-		if !r.holds(memory.HolderKey(req.Holder), req.Epoch, now) {
-			return memory.ErrLeaseLost
-		}
-		if req.IfVersion != memory.AnyVersion && req.IfVersion != r.state.Version {
-			return &memory.VersionConflictError{Current: r.state.Version}
+		if err := memory.CheckPut(r.state.Lease, r.holderKey, r.state.Version, req, fromMillis(now)); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx,
 			`UPDATE memory_state SET version = version + 1, state = ?, updated_at = ?, updated_by = ?
@@ -187,8 +170,8 @@ func (d *DB) ReleaseStateLease(ctx context.Context, ns memory.Namespace, name st
 		if err != nil {
 			return err
 		}
-		if l := r.state.Lease; l == nil || r.holderKey != memory.HolderKey(holder) || l.Epoch != epoch {
-			return memory.ErrLeaseLost
+		if err := memory.CheckRelease(r.state.Lease, r.holderKey, holder, epoch); err != nil {
+			return err
 		}
 		_, err = tx.ExecContext(ctx,
 			`UPDATE memory_state SET lease_holder = NULL, lease_identity = NULL, lease_expires_at = NULL
