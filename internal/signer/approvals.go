@@ -234,15 +234,11 @@ func (s *Signer) ResolveApproval(ctx context.Context, id string, approve bool) (
 		if err != nil {
 			return err
 		}
-		a.row.State = ApprovalDenied
+		state := ApprovalDenied
 		if approve {
-			a.row.State = ApprovalApproved
+			state = ApprovalApproved
 		}
-		a.row.ResolvedAt = t.now
-		t.b.Approvals = append(t.b.Approvals, a.row)
-		t.after = append(t.after, a.notify)
-		out = a.info(t.now)
-		out.Index = l.Index
+		out = t.resolve(a, state, l)
 		return nil
 	})
 	if err != nil {
@@ -305,16 +301,24 @@ func (s *Signer) ConsumeApproval(ctx context.Context, caller apikey.Identity, ru
 			return err
 		}
 		t.b.Salts = append(t.b.Salts, Salt{Index: l.Index, Salt: salt})
-		a.row.State = ApprovalConsumed
-		a.row.ResolvedAt = t.now
-		t.b.Approvals = append(t.b.Approvals, a.row)
-		t.after = append(t.after, a.notify)
-		out = a.info(t.now)
-		out.Index = l.Index
+		out = t.resolve(a, ApprovalConsumed, l)
 		return nil
 	})
 	if err != nil {
 		return ApprovalInfo{}, fmt.Errorf("consume approval: %w", err)
 	}
 	return out, nil
+}
+
+// resolve moves a to state (approved, denied or consumed) as of the
+// record l, stores the row with the batch, wakes its waiters once the
+// batch commits, and returns the approval as the caller sees it.
+func (t *txn) resolve(a *approval, state string, l Leaf) ApprovalInfo {
+	a.row.State = state
+	a.row.ResolvedAt = t.now
+	t.b.Approvals = append(t.b.Approvals, a.row)
+	t.after = append(t.after, a.notify)
+	out := a.info(t.now)
+	out.Index = l.Index
+	return out
 }
