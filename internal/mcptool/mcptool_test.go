@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/mcptool/mcptooltest"
 )
 
 type echoArgs struct {
@@ -27,17 +27,6 @@ type echoOut struct {
 }
 
 var errRefused = errors.New("refused: secret-store-detail")
-
-type bearer struct {
-	tok string
-	rt  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.tok)
-	return b.rt.RoundTrip(r)
-}
 
 // TestAddServesAsTheKeyAndRefusesWithTheBody serves one tool: it runs as
 // the verified key's identity, a refusal reaches the client as exactly
@@ -68,9 +57,7 @@ func TestAddServesAsTheKeyAndRefusesWithTheBody(t *testing.T) {
 	defer hs.Close()
 
 	connect := func(tok string) (*mcp.ClientSession, error) {
-		c := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "1"}, nil)
-		return c.Connect(context.Background(), &mcp.StreamableClientTransport{
-			Endpoint: hs.URL, HTTPClient: &http.Client{Transport: bearer{tok, http.DefaultTransport}}}, nil)
+		return mcptooltest.Connect(context.Background(), hs.URL, nil, tok)
 	}
 	if cs, err := connect("bad-key"); err == nil {
 		cs.Close()

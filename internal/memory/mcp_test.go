@@ -10,60 +10,19 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentcustody/custody/internal/mcptool/mcptooltest"
 	"github.com/agentcustody/custody/internal/memory"
 )
 
-// bearer adds an Authorization header to every request.
-type bearer struct {
-	key  string
-	base http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return b.base.RoundTrip(r)
-}
-
 // connect opens an MCP client session to e's /mcp with key.
 func (e *env) connect(ctx context.Context, key string) (*mcp.ClientSession, error) {
-	hc := e.srv.Client()
-	if key != "" {
-		hc = &http.Client{Transport: bearer{key: key, base: e.srv.Client().Transport}}
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "custody-test", Version: "1"}, nil)
-	return client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: e.srv.URL + "/mcp", HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1,
-	}, nil)
+	return mcptooltest.Connect(ctx, e.srv.URL+"/mcp", e.srv.Client(), key)
 }
 
-// call calls tool with args and decodes its structured result into out
-// (if not nil). It returns the tool error text, or "".
+// call calls tool with args; see mcptooltest.Call.
 func call(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, out any) string {
 	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("CallTool(%s) = %v", tool, err)
-	}
-	if res.IsError {
-		var b strings.Builder
-		for _, c := range res.Content {
-			if tc, ok := c.(*mcp.TextContent); ok {
-				b.WriteString(tc.Text)
-			}
-		}
-		return b.String()
-	}
-	if out != nil {
-		raw, err := json.Marshal(res.StructuredContent)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("CallTool(%s) result %s: %v", tool, raw, err)
-		}
-	}
-	return ""
+	return mcptooltest.Call(t, cs, tool, args, out)
 }
 
 // errorCode is the "error" of a tool error text.

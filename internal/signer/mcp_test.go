@@ -14,20 +14,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/mcptool/mcptooltest"
 	"github.com/agentcustody/custody/internal/signer"
 )
-
-// mcpBearer adds an Authorization header to every request.
-type mcpBearer struct {
-	key  string
-	base http.RoundTripper
-}
-
-func (b mcpBearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return b.base.RoundTrip(r)
-}
 
 // mcpServer serves e's signer MCP handler with a fake verifier: the key
 // is "tenant/agent/session".
@@ -47,43 +36,13 @@ func mcpServer(t *testing.T, e *env) *httptest.Server {
 }
 
 func mcpConnect(ctx context.Context, srv *httptest.Server, key string) (*mcp.ClientSession, error) {
-	hc := srv.Client()
-	if key != "" {
-		hc = &http.Client{Transport: mcpBearer{key: key, base: srv.Client().Transport}}
-	}
-	client := mcp.NewClient(&mcp.Implementation{Name: "custody-test", Version: "1"}, nil)
-	return client.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: srv.URL, HTTPClient: hc, DisableStandaloneSSE: true, MaxRetries: -1,
-	}, nil)
+	return mcptooltest.Connect(ctx, srv.URL, srv.Client(), key)
 }
 
-// mcpCall calls tool with args and decodes its structured result into out
-// (if not nil). It returns the tool error text, or "".
+// mcpCall calls tool with args; see mcptooltest.Call.
 func mcpCall(t *testing.T, cs *mcp.ClientSession, tool string, args map[string]any, out any) string {
 	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: tool, Arguments: args})
-	if err != nil {
-		t.Fatalf("CallTool(%s) = %v", tool, err)
-	}
-	if res.IsError {
-		var b strings.Builder
-		for _, c := range res.Content {
-			if tc, ok := c.(*mcp.TextContent); ok {
-				b.WriteString(tc.Text)
-			}
-		}
-		return b.String()
-	}
-	if out != nil {
-		raw, err := json.Marshal(res.StructuredContent)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("CallTool(%s) result %s: %v", tool, raw, err)
-		}
-	}
-	return ""
+	return mcptooltest.Call(t, cs, tool, args, out)
 }
 
 func mcpErrorCode(t *testing.T, text string) string {

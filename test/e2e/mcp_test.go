@@ -3,20 +3,13 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentcustody/custody/internal/mcptool/mcptooltest"
 )
-
-type bearerTransport struct{ key string }
-
-func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return http.DefaultTransport.RoundTrip(r)
-}
 
 // TestMCPWithExchangedKey: an agent exchanges its pod's token and uses the
 // key as the MCP bearer token against `custody serve`.
@@ -26,11 +19,7 @@ func TestMCPWithExchangedKey(t *testing.T) {
 	k := keyOf(t, exchange(t, ctx, custody.URL, podToken(t, ctx, pod)))
 
 	connect := func(key string) (*mcp.ClientSession, error) {
-		c := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil)
-		return c.Connect(ctx, &mcp.StreamableClientTransport{
-			Endpoint: custody.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{key}},
-			DisableStandaloneSSE: true, MaxRetries: -1,
-		}, nil)
+		return mcptooltest.Connect(ctx, custody.URL+"/mcp", nil, key)
 	}
 	if _, err := connect("ck_not-a-key"); err == nil {
 		t.Fatal("MCP connect with a bad key succeeded")
