@@ -121,14 +121,7 @@ func TestReplicasOnPostgreSQL(t *testing.T) {
 		t.Fatalf("decide through the standby after the writer stopped = %+v, %v; want allow at run_seq 2", d, err)
 	}
 	t.Logf("the standby took over %v after the writer stopped", time.Since(stopped).Round(time.Millisecond))
-	dir := filepath.Dir(standby.Log)
-	trust, bundle := filepath.Join(dir, "trust.json"), filepath.Join(dir, "run.bundle")
-	if out, code := custodyCLI(t, ctx, append([]string{"trust", "-o", trust}, adminArgs(standby)...)...); code != 0 {
-		t.Fatalf("custody trust = %d %s", code, out)
-	}
-	if out, code := custodyCLI(t, ctx, append([]string{"export", "--run", run, "-o", bundle}, adminArgs(standby)...)...); code != 0 {
-		t.Fatalf("custody export = %d %s", code, out)
-	}
+	trust, bundle := exportRun(t, ctx, standby, run)
 	// run.registered, c1 on the first writer, c2 on the second: head 2.
 	if out, code := custodyCLI(t, ctx, "verify", bundle, "--trust", trust); code != 0 || out != "VERIFIED TO HEAD 2 (open)" {
 		t.Fatalf("custody verify = %d %q, want VERIFIED TO HEAD 2 (open)", code, out)

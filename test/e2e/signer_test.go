@@ -34,6 +34,22 @@ func adminArgs(c *fixture.Custody) []string {
 	return []string{"--admin", c.AdminURL, "--admin-token-file", filepath.Join(filepath.Dir(c.Log), "admin-token")}
 }
 
+// exportRun writes the trust.json of srv's signer and the bundle of run
+// into srv's directory with `custody trust` and `custody export`, and
+// returns their paths.
+func exportRun(t *testing.T, ctx context.Context, srv *fixture.Custody, run string) (trust, bundle string) {
+	t.Helper()
+	dir := filepath.Dir(srv.Log)
+	trust, bundle = filepath.Join(dir, "trust.json"), filepath.Join(dir, "run.bundle")
+	if out, code := custodyCLI(t, ctx, append([]string{"trust", "-o", trust}, adminArgs(srv)...)...); code != 0 {
+		t.Fatalf("custody trust = %d %s", code, out)
+	}
+	if out, code := custodyCLI(t, ctx, append([]string{"export", "--run", run, "-o", bundle}, adminArgs(srv)...)...); code != 0 {
+		t.Fatalf("custody export = %d %s", code, out)
+	}
+	return trust, bundle
+}
+
 // TestSignerRecordSurvivesSandbox is the signer scenario against the real
 // control plane: a claim's pod (attested by the exchange) registers a run,
 // Bash is allowed, a WebFetch to the metadata address is denied by the
@@ -81,14 +97,7 @@ func TestSignerRecordSurvivesSandbox(t *testing.T) {
 	if err := env.WaitPodGone(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	dir := filepath.Dir(srv.Log)
-	trust, bundle := filepath.Join(dir, "trust.json"), filepath.Join(dir, "run.bundle")
-	if out, code := custodyCLI(t, ctx, append([]string{"trust", "-o", trust}, adminArgs(srv)...)...); code != 0 {
-		t.Fatalf("custody trust = %d %s", code, out)
-	}
-	if out, code := custodyCLI(t, ctx, append([]string{"export", "--run", reg.Run, "-o", bundle}, adminArgs(srv)...)...); code != 0 {
-		t.Fatalf("custody export = %d %s", code, out)
-	}
+	trust, bundle := exportRun(t, ctx, srv, reg.Run)
 	if out, code := custodyCLI(t, ctx, "verify", bundle, "--trust", trust); code != 0 || out != "VERIFIED TO HEAD 2 (open)" {
 		t.Fatalf("custody verify (open run) = %d %q, want VERIFIED TO HEAD 2 (open)", code, out)
 	}
@@ -104,7 +113,7 @@ func TestSignerRecordSurvivesSandbox(t *testing.T) {
 	if tampered == string(b) {
 		t.Fatal("the bundle does not contain the deny decision")
 	}
-	bad := filepath.Join(dir, "tampered.bundle")
+	bad := filepath.Join(filepath.Dir(bundle), "tampered.bundle")
 	if err := os.WriteFile(bad, []byte(tampered), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -133,14 +142,7 @@ func TestSignerIdleClose(t *testing.T) {
 		t.Fatalf("register = %s", r)
 	}
 	time.Sleep(4 * time.Second)
-	dir := filepath.Dir(srv.Log)
-	trust, bundle := filepath.Join(dir, "trust.json"), filepath.Join(dir, "run.bundle")
-	if out, code := custodyCLI(t, ctx, append([]string{"trust", "-o", trust}, adminArgs(srv)...)...); code != 0 {
-		t.Fatalf("custody trust = %d %s", code, out)
-	}
-	if out, code := custodyCLI(t, ctx, append([]string{"export", "--run", reg.Run, "-o", bundle}, adminArgs(srv)...)...); code != 0 {
-		t.Fatalf("custody export = %d %s", code, out)
-	}
+	trust, bundle := exportRun(t, ctx, srv, reg.Run)
 	if out, code := custodyCLI(t, ctx, "verify", bundle, "--trust", trust); code != 0 || out != "VERIFIED" {
 		t.Fatalf("custody verify (idle-closed run) = %d %q, want VERIFIED", code, out)
 	}
