@@ -29,22 +29,22 @@ var (
 )
 
 // openStore opens PostgreSQL at cfg.DatabaseURL, or else SQLite in
-// cfg.DataDir. The returned name ("postgres" or "sqlite") is for logs.
-func openStore(ctx context.Context, cfg ServeConfig, log *slog.Logger) (store, string, error) {
+// cfg.DataDir.
+func openStore(ctx context.Context, cfg ServeConfig, log *slog.Logger) (store, error) {
 	if cfg.DatabaseURL != "" {
 		db, err := postgres.Open(ctx, cfg.DatabaseURL)
 		if err != nil {
-			return nil, "", err
+			return nil, err
 		}
 		log.InfoContext(ctx, "store: PostgreSQL")
-		return db, "postgres", nil
+		return db, nil
 	}
 	db, err := sqlite.Open(ctx, cfg.DataDir)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	log.InfoContext(ctx, "store: SQLite", "dir", cfg.DataDir)
-	return db, "sqlite", nil
+	return db, nil
 }
 
 // followRevocations evicts keys revoked on other replicas from this

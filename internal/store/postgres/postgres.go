@@ -52,7 +52,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		// pgx's parse errors can quote the URL, password included.
 		return nil, errors.New("postgres: database URL is not a valid PostgreSQL connection string")
 	}
-	if cfg.MaxConns < 16 && !hasParam(url, "pool_max_conns") {
+	if cfg.MaxConns < 16 && !strings.Contains(url, "pool_max_conns") { // the URL did not set it
 		cfg.MaxConns = 16
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -93,8 +93,6 @@ func checkAuthority(u string) error {
 	}
 	return nil
 }
-
-func hasParam(url, name string) bool { return strings.Contains(url, name) }
 
 // Close closes every connection of the pool.
 func (d *DB) Close() error {
