@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -111,25 +109,5 @@ func BenchmarkRecall(b *testing.B) {
 		}
 		i++
 	}
-	var report strings.Builder
-	for j, ds := range per {
-		if len(ds) > 0 {
-			slices.Sort(ds)
-			fmt.Fprintf(&report, " %q=%v", queries[j].Text, ds[len(ds)/2].Round(10*time.Microsecond))
-		}
-	}
-	b.Logf("recall p50 by query:%s", report.String())
-	b.Logf("%d memories in the index, %d recalls", benchCorpus, len(lat))
-	slices.Sort(lat)
-	pct := func(p float64) float64 {
-		return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond)
-	}
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
-	slices.Sort(floor)
-	if len(floor) > 0 {
-		f50 := float64(floor[len(floor)/2]) / float64(time.Millisecond)
-		b.ReportMetric(f50, "floor-p50-ms")
-		b.ReportMetric(pct(0.50)/f50, "p50-x-floor")
-	}
+	storetest.ReportRecall(b, queries, per, lat, floor, benchCorpus)
 }

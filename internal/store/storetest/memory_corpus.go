@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/agentcustody/custody/internal/memory"
@@ -140,5 +141,37 @@ func RecallQueries() []memory.Query {
 		{Text: "the user prefers"},
 		{Text: ""},
 		{Text: "lease epoch", History: true},
+	}
+}
+
+// ReportRecall logs the p50 of each query's latencies (per[i] for
+// queries[i]) and reports, over all recalls (lat), the metrics p50-ms and
+// p99-ms, and against the floor latencies measured in the same run,
+// floor-p50-ms and p50-x-floor. It sorts the slices it is given.
+func ReportRecall(b *testing.B, queries []memory.Query, per [][]time.Duration, lat, floor []time.Duration, corpus int) {
+	b.Helper()
+	var report strings.Builder
+	for j, ds := range per {
+		if len(ds) > 0 {
+			slices.Sort(ds)
+			fmt.Fprintf(&report, " %q=%v", queries[j].Text, ds[len(ds)/2].Round(10*time.Microsecond))
+		}
+	}
+	b.Logf("recall p50 by query:%s", report.String())
+	b.Logf("%d memories in the index, %d recalls", corpus, len(lat))
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond)
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	slices.Sort(floor)
+	if len(floor) > 0 {
+		f50 := float64(floor[len(floor)/2]) / float64(time.Millisecond)
+		b.ReportMetric(f50, "floor-p50-ms")
+		b.ReportMetric(pct(0.50)/f50, "p50-x-floor")
 	}
 }
