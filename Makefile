@@ -1,28 +1,39 @@
 # custody — see README.md.
 #   make demo     the main job: build the local control plane, run custody,
 #                 and check the identity, memory, gateway and signer scenarios
-#   make test     every test (unit and end-to-end), under the race detector
+#   make test     every test (unit, end-to-end, and the official provider SDKs
+#                 against the gateway), under the race detector
 #   make cluster  run the local control plane in the foreground (Ctrl-C stops)
 #   make bench    benchmarks
 
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: demo test cluster bench build vet controlplane
+.PHONY: demo test cluster bench build vet controlplane sdk-deps
 
 build:
 	$(GO) build -o bin/custody ./cmd/custody
 
 vet:
 	$(GO) vet ./...
+	cd test/sdk && $(GO) vet ./...
+
+# The npm SDKs the gateway is tested with (test/sdk/node), at the versions
+# in its package-lock.json; node_modules is reused while the lock is unchanged.
+sdk-deps: test/sdk/node/node_modules/.package-lock.json
+
+test/sdk/node/node_modules/.package-lock.json: test/sdk/node/package-lock.json
+	@echo "installing the npm SDKs (openai, @anthropic-ai/sdk, @google/genai) for test/sdk ..."
+	cd test/sdk/node && npm ci --no-audit --no-fund --loglevel=error
 
 # Builds (or reuses from the cache) etcd, kube-apiserver,
 # kube-controller-manager, the agent-sandbox controller and sandboxd.
 controlplane:
 	$(GO) run ./test/e2e/cmd/controlplane-build
 
-test: vet controlplane
+test: vet controlplane sdk-deps
 	$(GO) test -race -count=1 -timeout 30m ./...
+	cd test/sdk && $(GO) test -race -count=1 -timeout 10m ./...
 
 # demo and cluster build the control plane themselves, with progress; they
 # run as built binaries so that Ctrl-C reaches them directly.

@@ -1,0 +1,96 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+)
+
+func anthropicClient(provider, token string) (anthropic.Client, *attempts) {
+	hc, n := countingClient()
+	return anthropic.NewClient(option.WithBaseURL(gw.gatewayURL+"/"+provider+"/"), option.WithAPIKey(token), option.WithHTTPClient(hc)), n
+}
+
+func messageParams(model string) anthropic.MessageNewParams {
+	return anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 16,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}}
+}
+
+func TestAnthropicCallAndStream(t *testing.T) {
+	from := len(up.credentials())
+	tok := mint(t, "anthropic")
+	c, _ := anthropicClient("anthropic", tok.Token)
+	ctx := context.Background()
+	msg, err := c.Messages.New(ctx, messageParams("claude-standin"))
+	if err != nil {
+		t.Fatalf("Messages.New: %v", err)
+	}
+	if len(msg.Content) != 1 || msg.Content[0].Text != "hello" {
+		t.Fatalf("content = %+v, want one text block hello", msg.Content)
+	}
+	id := streamID()
+	s := c.Messages.NewStreaming(ctx, messageParams("gated."+id+".5"))
+	var got string
+	for s.Next() {
+		ev := s.Current()
+		if d, ok := ev.AsAny().(anthropic.ContentBlockDeltaEvent); ok {
+			got += d.Delta.Text
+			release(t, id)
+		}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("stream: %v (read %q)", err, got)
+	}
+	if got != "e0e1e2e3e4" {
+		t.Fatalf("stream text = %q, want e0e1e2e3e4 (whole, in order)", got)
+	}
+	checkNoStall(t)
+	checkCredentials(t, from)
+}
+
+func TestAnthropicRevoked(t *testing.T) {
+	tok := mint(t, "anthropic")
+	revoke(t, tok.JTI)
+	c, n := anthropicClient("anthropic", tok.Token)
+	_, err := c.Messages.New(context.Background(), messageParams("claude-standin"))
+	checkRefusal(t, "call with a revoked token", err, "gateway token revoked")
+	if got := n.n.Load(); got != 1 {
+		t.Fatalf("attempts = %d, want 1 (a refusal is not retried)", got)
+	}
+}
+
+func TestAnthropicRevokedMidStream(t *testing.T) {
+	tok := mint(t, "anthropic")
+	c, _ := anthropicClient("anthropic", tok.Token)
+	s := c.Messages.NewStreaming(context.Background(), messageParams("hold."+streamID()))
+	for s.Next() {
+		if _, ok := s.Current().AsAny().(anthropic.ContentBlockDeltaEvent); ok {
+			break
+		}
+	}
+	if s.Err() != nil {
+		t.Fatalf("no first text event: %v", s.Err())
+	}
+	revoke(t, tok.JTI)
+	for s.Next() {
+	}
+	err := s.Err()
+	checkRefusal(t, "stream cut by revocation", err, "gateway token revoked")
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) {
+		t.Fatalf("stream error %T %v, want the SDK's typed *anthropic.Error", err, err)
+	}
+}
+
+func TestAnthropicRefusalNotRetried(t *testing.T) {
+	tok := mint(t, "nokey")
+	c, n := anthropicClient("nokey", tok.Token)
+	_, err := c.Messages.New(context.Background(), messageParams("claude-standin"))
+	checkRefusal(t, "call to a provider without a key", err, "gateway holds no key for provider nokey")
+	if got := n.n.Load(); got != 1 {
+		t.Fatalf("attempts = %d, want 1 (x-should-retry: false)", got)
+	}
+}

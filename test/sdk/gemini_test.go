@@ -1,0 +1,96 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"google.golang.org/genai"
+)
+
+func geminiClient(t *testing.T, provider, token string) (*genai.Client, *attempts) {
+	t.Helper()
+	hc, n := countingClient()
+	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		APIKey: token, Backend: genai.BackendGeminiAPI, HTTPClient: hc,
+		HTTPOptions: genai.HTTPOptions{BaseURL: gw.gatewayURL + "/" + provider + "/"},
+	})
+	if err != nil {
+		t.Fatalf("genai.NewClient: %v", err)
+	}
+	return c, n
+}
+
+func TestGeminiCallAndStream(t *testing.T) {
+	from := len(up.credentials())
+	tok := mint(t, "gemini")
+	c, _ := geminiClient(t, "gemini", tok.Token)
+	ctx := context.Background()
+	res, err := c.Models.GenerateContent(ctx, "gemini-standin", genai.Text("hi"), nil)
+	if err != nil {
+		t.Fatalf("GenerateContent: %v", err)
+	}
+	if got := res.Text(); got != "hello" {
+		t.Fatalf("text = %q, want hello", got)
+	}
+	id := streamID()
+	var got string
+	for res, err := range c.Models.GenerateContentStream(ctx, "gated."+id+".5", genai.Text("hi"), nil) {
+		if err != nil {
+			t.Fatalf("stream: %v (read %q)", err, got)
+		}
+		got += res.Text()
+		release(t, id)
+	}
+	if got != "e0e1e2e3e4" {
+		t.Fatalf("stream text = %q, want e0e1e2e3e4 (whole, in order)", got)
+	}
+	checkNoStall(t)
+	checkCredentials(t, from)
+}
+
+func TestGeminiRevoked(t *testing.T) {
+	tok := mint(t, "gemini")
+	revoke(t, tok.JTI)
+	c, n := geminiClient(t, "gemini", tok.Token)
+	_, err := c.Models.GenerateContent(context.Background(), "gemini-standin", genai.Text("hi"), nil)
+	checkRefusal(t, "call with a revoked token", err, "gateway token revoked")
+	if got := n.n.Load(); got != 1 {
+		t.Fatalf("attempts = %d, want 1 (a refusal is not retried)", got)
+	}
+}
+
+func TestGeminiRevokedMidStream(t *testing.T) {
+	tok := mint(t, "gemini")
+	c, _ := geminiClient(t, "gemini", tok.Token)
+	var events int
+	var last error
+	for res, err := range c.Models.GenerateContentStream(context.Background(), "hold."+streamID(), genai.Text("hi"), nil) {
+		if err != nil {
+			last = err
+			break
+		}
+		if res.Text() == "e0" {
+			events++
+			revoke(t, tok.JTI)
+		}
+	}
+	if events != 1 {
+		t.Fatalf("saw %d first events, want 1", events)
+	}
+	checkRefusal(t, "stream cut by revocation", last, "gateway token revoked")
+	var apiErr genai.APIError
+	if !errors.As(last, &apiErr) {
+		t.Fatalf("stream error %T %v, want the SDK's typed genai.APIError", last, last)
+	}
+}
+
+func TestGeminiRefusalNotRetried(t *testing.T) {
+	tok := mint(t, "nokey")
+	c, n := geminiClient(t, "nokey", tok.Token)
+	_, err := c.Models.GenerateContent(context.Background(), "gemini-standin", genai.Text("hi"), nil)
+	checkRefusal(t, "call to a provider without a key", err, "gateway holds no key for provider nokey")
+	if got := n.n.Load(); got != 1 {
+		t.Fatalf("attempts = %d, want 1", got)
+	}
+}

@@ -1,0 +1,93 @@
+package sdk
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+)
+
+func openaiClient(provider, token string) (openai.Client, *attempts) {
+	hc, n := countingClient()
+	return openai.NewClient(option.WithBaseURL(gw.gatewayURL+"/"+provider+"/v1/"), option.WithAPIKey(token), option.WithHTTPClient(hc)), n
+}
+
+func chatParams(model string) openai.ChatCompletionNewParams {
+	return openai.ChatCompletionNewParams{Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
+}
+
+func TestOpenAICallAndStream(t *testing.T) {
+	from := len(up.credentials())
+	tok := mint(t, "openai")
+	c, _ := openaiClient("openai", tok.Token)
+	ctx := context.Background()
+	res, err := c.Chat.Completions.New(ctx, chatParams("gpt-standin"))
+	if err != nil {
+		t.Fatalf("Chat.Completions.New: %v", err)
+	}
+	if got := res.Choices[0].Message.Content; got != "hello" {
+		t.Fatalf("content = %q, want hello", got)
+	}
+	// Then a stream on the same client (same keep-alive connection): each
+	// event is sent only once the previous one was read here.
+	id := streamID()
+	s := c.Chat.Completions.NewStreaming(ctx, chatParams("gated."+id+".5"))
+	var got string
+	for s.Next() {
+		ch := s.Current()
+		if len(ch.Choices) == 0 {
+			continue
+		}
+		got += ch.Choices[0].Delta.Content
+		release(t, id)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("stream: %v (read %q)", err, got)
+	}
+	if got != "e0e1e2e3e4" {
+		t.Fatalf("stream text = %q, want e0e1e2e3e4 (whole, in order)", got)
+	}
+	checkNoStall(t)
+	checkCredentials(t, from)
+}
+
+func TestOpenAIRevoked(t *testing.T) {
+	tok := mint(t, "openai")
+	revoke(t, tok.JTI)
+	c, n := openaiClient("openai", tok.Token)
+	_, err := c.Chat.Completions.New(context.Background(), chatParams("gpt-standin"))
+	checkRefusal(t, "call with a revoked token", err, "gateway token revoked")
+	if got := n.n.Load(); got != 1 {
+		t.Fatalf("attempts = %d, want 1 (a refusal is not retried)", got)
+	}
+}
+
+func TestOpenAIRevokedMidStream(t *testing.T) {
+	tok := mint(t, "openai")
+	c, _ := openaiClient("openai", tok.Token)
+	s := c.Chat.Completions.NewStreaming(context.Background(), chatParams("hold."+streamID()))
+	if !s.Next() {
+		t.Fatalf("no first event: %v", s.Err())
+	}
+	revoke(t, tok.JTI)
+	for s.Next() {
+	}
+	err := s.Err()
+	checkRefusal(t, "stream cut by revocation", err, "gateway token revoked")
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) {
+		t.Fatalf("stream error %T %v, want the SDK's typed *openai.Error", err, err)
+	}
+}
+
+func TestOpenAIRefusalNotRetried(t *testing.T) {
+	tok := mint(t, "nokey")
+	c, n := openaiClient("nokey", tok.Token)
+	_, err := c.Chat.Completions.New(context.Background(), chatParams("gpt-standin"))
+	checkRefusal(t, "call to a provider without a key", err, "gateway holds no key for provider nokey")
+	if got := n.n.Load(); got != 1 {
+		t.Fatalf("attempts = %d, want 1 (x-should-retry: false)", got)
+	}
+}
