@@ -281,6 +281,16 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		r.Header = r.Header.Clone()
 		r.Header.Del("Upgrade")
 	}
+	// Keep the request body readable after the response header is
+	// written: an upstream may answer (and start a stream) before the
+	// transport has sent the whole body. Without full duplex the HTTP/1
+	// server consumes and closes the body at the first response write,
+	// the transport's read of it fails and it closes the upstream
+	// connection under the stream being copied (golang/go#40747).
+	// Reading the body first would also work, but it needs a size bound
+	// and holds every body in memory before the first byte goes out.
+	// HTTP/2 is always full duplex (ErrNotSupported, ignored).
+	_ = http.NewResponseController(w).EnableFullDuplex()
 	st := &proxyState{provider: p, key: key, jti: jti, rest: rest, rawRest: rawRest, outcome: outcomeProxied}
 	g.metrics.inflight.Inc()
 	defer func() {
