@@ -94,3 +94,24 @@ func TestKeepAliveStreamsWhole(t *testing.T) {
 		t.Errorf("client used %d connections, want 1 keep-alive connection", c)
 	}
 }
+
+// TestUnreadBodyThenNextRequest: a request whose body nobody read (the
+// upstream could not be dialled) followed by another on the same client
+// connection. In full duplex the server must not be left to consume the
+// body after the handler returned (it would read the connection twice at
+// once and reset it).
+func TestUnreadBodyThenNextRequest(t *testing.T) {
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	e := newEnv(t, func(o *Options) { o.Providers["gemini"] = ProviderConfig{BaseURL: deadURL} })
+	tok := e.mint(t, Grant{Providers: []string{"gemini", "openai"}}).Token
+	for i := range 3 {
+		if code, _, _ := e.do(t, "POST", "/gemini/v1beta/models/g:generateContent", bearer(tok), `{"contents":[]}`); code != http.StatusBadGateway {
+			t.Fatalf("call %d to a dead upstream = %d, want 502", i, code)
+		}
+		if code, _, body := e.do(t, "POST", "/openai/v1/chat/completions", bearer(tok), `{"model":"m"}`); code != 200 {
+			t.Fatalf("call %d after it = %d %q, want 200", i, code, body)
+		}
+	}
+}

@@ -289,8 +289,14 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 	// connection under the stream being copied (golang/go#40747).
 	// Reading the body first would also work, but it needs a size bound
 	// and holds every body in memory before the first byte goes out.
-	// HTTP/2 is always full duplex (ErrNotSupported, ignored).
+	// HTTP/2 is always full duplex (ErrNotSupported, ignored). In full
+	// duplex the body must still be finished before this handler
+	// returns: the server would otherwise consume it after it stopped
+	// its background read of the connection and then read the
+	// connection twice at once (a panic, the connection reset); closing
+	// it here also makes a late read by the transport fail cleanly.
 	_ = http.NewResponseController(w).EnableFullDuplex()
+	defer r.Body.Close()
 	st := &proxyState{provider: p, key: key, jti: jti, rest: rest, rawRest: rawRest, outcome: outcomeProxied}
 	g.metrics.inflight.Inc()
 	defer func() {
