@@ -221,12 +221,12 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		// CONNECT and OPTIONS have no use against a model API.
 		g.metrics.request("", outcomeNotFound)
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		writeText(w, http.StatusMethodNotAllowed, "method not allowed", "false")
 		return
 	}
 	if r.URL.Path == adminPrefix || strings.HasPrefix(r.URL.Path, adminPrefix+"/") {
 		g.metrics.request("", outcomeNotFound)
-		http.NotFound(w, r)
+		writeText(w, http.StatusNotFound, "404 page not found", "false")
 		return
 	}
 	name, rest, rawRest := requestPath(r.URL)
@@ -317,15 +317,53 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, provider, jti s
 		provider = "unknown"
 	}
 	g.log.DebugContext(r.Context(), "gateway request refused", "provider", provider, "jti", jti, "status", status, "reason", text)
-	writeText(w, status, text)
+	writeRefusal(w, err)
 }
 
-// writeText writes a one-line plain-text response.
-func writeText(w http.ResponseWriter, status int, text string) {
+// retryAfterSeconds is the Retry-After of a 429 or 503 refusal: a
+// condition the gateway expects to clear (a rate, a stale view).
+const retryAfterSeconds = "1"
+
+// writeRefusal writes the plain-text refusal for err (see [refusalFor]).
+// A refusal that the same request cannot get past by retrying carries
+// "x-should-retry: false", which the OpenAI and Anthropic SDKs honour
+// over their status-based retries (they retry 401/403 never, but 404,
+// 409, 429 and every 5xx, e.g. 502 "gateway holds no key"). A 429 or 503
+// carries Retry-After and "x-should-retry: true". Upstream failures (502
+// upstream unavailable, 504 upstream timeout) carry neither and are
+// retried as the SDK sees fit.
+func writeRefusal(w http.ResponseWriter, err error) {
+	status, text := refusalFor(err)
+	writeText(w, status, text, retryHint(w.Header(), status, err))
+}
+
+// retryHint is the x-should-retry value for a refusal of status for err
+// ("" for none); for 429 and 503 it also sets Retry-After in h.
+func retryHint(h http.Header, status int, err error) string {
+	switch {
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+		h.Set("Retry-After", retryAfterSeconds)
+		return "true"
+	case errors.Is(err, ErrUpstream), errors.Is(err, ErrUpstreamTimeout):
+		return ""
+	}
+	return "false"
+}
+
+// shouldRetryHeader tells the OpenAI and Anthropic SDKs whether to retry
+// ("true" or "false"), overriding their choice by status code.
+const shouldRetryHeader = "X-Should-Retry"
+
+// writeText writes a one-line plain-text response with retry ("true",
+// "false" or "" for none) as its x-should-retry (see [writeRefusal]).
+func writeText(w http.ResponseWriter, status int, text, retry string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
+	if retry != "" {
+		h.Set(shouldRetryHeader, retry)
+	}
 	h.Del("Content-Length")
 	if status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="custody-gateway"`)
@@ -528,8 +566,7 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	} else {
 		g.log.DebugContext(ctx, "upstream request ended", "provider", provider, "jti", jti, "outcome", outcome)
 	}
-	status, text := refusalFor(out)
-	writeText(w, status, text)
+	writeRefusal(w, out)
 }
 
 // errorCategory is a bounded, secret-free description of an upstream
