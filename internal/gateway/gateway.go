@@ -27,7 +27,11 @@
 // audience, unexpected algorithm, unknown key id and conflicting tokens.
 // Upstream failures answer 502 "upstream unavailable" or 504 "upstream
 // timeout". No response and no log line ever holds a real key, a token or
-// the upstream URL.
+// the upstream URL: the upstream is asked for identity encoding (a
+// content-encoded answer is refused with 502, since it could not be
+// checked), a response header holding a key of the provider is dropped,
+// and every response body and trailer is scrubbed on its way back,
+// streaming, with each such key replaced by "[redacted]".
 //
 // The admin plane ([Gateway.AdminHandler]) mints tokens and revokes them;
 // the caller mounts it on a listener sandboxes cannot reach and

@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"path"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -473,6 +472,9 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	pr.SetURL(st.provider.base)
+	// Ask for the body as is: a content-coded one cannot be scrubbed
+	// (see modifyResponse).
+	out.Header.Set("Accept-Encoding", "identity")
 	switch st.provider.kind {
 	case KindAnthropic:
 		out.Header["X-Api-Key"] = []string{st.key}
@@ -483,57 +485,39 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-// maxScrubBody bounds the upstream error body searched for the real key.
-const maxScrubBody = 64 << 10
-
-// redacted replaces the real key wherever an upstream echoes it.
-const redacted = "[redacted]"
-
-// modifyResponse drops any upstream response header that contains the
-// real key and redacts it from error bodies (up to 64 KiB, uncompressed),
-// in case an upstream echoes the credential it was sent.
+// modifyResponse drops every upstream response header that holds a
+// secret of the provider, refuses a content-encoded body (see
+// [errEncodedResponse]) and wraps every body in a [responseBody] that
+// scrubs it and its trailers on the way back, streaming. The length
+// changes where a secret is replaced, so Content-Length is dropped.
 func (g *Gateway) modifyResponse(res *http.Response) error {
 	st := stateFrom(res.Request.Context())
-	if st == nil || st.key == "" {
+	if st == nil {
 		return nil
 	}
+	secrets := g.secretsFor(st)
 	for k, vs := range res.Header {
+		if hasSecret(k, secrets) {
+			delete(res.Header, k)
+			continue
+		}
 		for _, v := range vs {
-			if strings.Contains(v, st.key) {
+			if hasSecret(v, secrets) {
 				delete(res.Header, k)
 				break
 			}
 		}
 	}
-	if res.StatusCode < 400 || res.ContentLength > maxScrubBody || res.Body == nil || res.Body == http.NoBody {
+	if res.Body == nil || res.Body == http.NoBody {
 		return nil
 	}
 	if ce := res.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return nil
+		return errEncodedResponse
 	}
-	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
-		return nil
-	}
-	b, err := io.ReadAll(io.LimitReader(res.Body, maxScrubBody+1))
-	if err != nil {
-		return err
-	}
-	if len(b) > maxScrubBody {
-		// Too long to hold: pass it on unscrubbed after the prefix.
-		res.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(b), res.Body), res.Body}
-		return nil
-	}
-	res.Body.Close()
-	if bytes.Contains(b, []byte(st.key)) {
-		b = bytes.ReplaceAll(b, []byte(st.key), []byte(redacted))
-	}
-	res.Body = io.NopCloser(bytes.NewReader(b))
-	res.ContentLength = int64(len(b))
-	res.Header.Set("Content-Length", strconv.Itoa(len(b)))
-	res.TransferEncoding = nil
+	rb := &responseBody{src: res.Body, res: res, ctx: res.Request.Context(), secrets: secrets}
+	res.Body = rb
+	res.ContentLength = -1
+	res.Header.Del("Content-Length")
 	return nil
 }
 
@@ -582,6 +566,8 @@ func errorCategory(err error) string {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return "cancelled"
+	case errors.Is(err, errEncodedResponse):
+		return "encoding"
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return "timeout"
 	case errors.As(err, &dns):
