@@ -40,7 +40,10 @@
 // request against an in-memory set that the revoking replica updates at
 // once and other replicas refresh from the store every
 // [Options.PollInterval]. Revoking a token also cuts its requests in
-// flight, streams included.
+// flight, streams included: a server-sent event stream ends, after its
+// last whole event, with the provider's own in-stream error event
+// carrying "gateway token revoked" (so each SDK raises a typed API error,
+// not an unexpected EOF); any other body is cut.
 //
 // # Format
 //

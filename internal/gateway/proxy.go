@@ -515,6 +515,9 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 		return errEncodedResponse
 	}
 	rb := &responseBody{src: res.Body, res: res, ctx: res.Request.Context(), secrets: secrets}
+	if isEventStream(res.Header) {
+		rb.endEvent = streamErrorEvent(st.provider.kind, st.rest)
+	}
 	res.Body = rb
 	res.ContentLength = -1
 	res.Header.Del("Content-Length")

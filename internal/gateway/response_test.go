@@ -234,3 +234,74 @@ func TestScrubThroughGateway(t *testing.T) {
 		})
 	}
 }
+
+// TestRevokedStreamEndsWithErrorEvent: a stream cut by a revocation ends,
+// after its last whole event, with the provider's own error event naming
+// the refusal (what each SDK raises as a typed API error), and then a
+// clean end; an event the upstream had only begun is dropped. A body
+// that is no event stream is still cut.
+func TestRevokedStreamEndsWithErrorEvent(t *testing.T) {
+	const first = "data: {\"i\":0}\n\n"
+	tests := []struct {
+		provider, path string
+		sse            bool
+		want           string
+	}{
+		{"anthropic", "/v1/messages", true,
+			"event: error\ndata: {\"error\":{\"message\":\"gateway token revoked\",\"type\":\"authentication_error\"},\"type\":\"error\"}\n\n"},
+		{"openai", "/v1/chat/completions", true,
+			"data: {\"error\":{\"code\":\"gateway_refusal\",\"message\":\"gateway token revoked\",\"param\":null,\"type\":\"invalid_request_error\"}}\n\n"},
+		{"compat", "/v1/completions", true,
+			"data: {\"error\":{\"code\":\"gateway_refusal\",\"message\":\"gateway token revoked\",\"param\":null,\"type\":\"invalid_request_error\"}}\n\n"},
+		{"openai", "/v1/responses", true,
+			"event: error\ndata: {\"code\":\"gateway_refusal\",\"error\":{\"code\":\"gateway_refusal\",\"message\":\"gateway token revoked\",\"param\":null,\"type\":\"invalid_request_error\"},\"message\":\"gateway token revoked\",\"param\":null,\"type\":\"error\"}\n\n"},
+		{"gemini", "/v1beta/models/g:streamGenerateContent?alt=sse", true,
+			"{\"error\":{\"code\":401,\"message\":\"gateway token revoked\",\"status\":\"UNAUTHENTICATED\"}}\n\n"},
+		{"gemini", "/v1beta/models/g:streamGenerateContent", false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.provider+tt.path, func(t *testing.T) {
+			e := newEnv(t)
+			m := e.mint(t, Grant{Providers: []string{tt.provider}})
+			sent := make(chan struct{})
+			e.up[tt.provider].setHandler(func(w http.ResponseWriter, r *http.Request) {
+				if tt.sse {
+					w.Header().Set("Content-Type", "text/event-stream")
+				} else {
+					w.Header().Set("Content-Type", "application/json")
+				}
+				io.WriteString(w, first)
+				w.(http.Flusher).Flush()
+				io.WriteString(w, "data: {\"i\":1,\"partial")
+				w.(http.Flusher).Flush()
+				close(sent)
+				<-r.Context().Done()
+			})
+			req, _ := http.NewRequest("POST", e.data.URL+"/"+tt.provider+tt.path, strings.NewReader(`{"stream":true}`))
+			req.Header.Set("Authorization", "Bearer "+m.Token)
+			resp, err := e.client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			<-sent
+			got := make([]byte, len(first))
+			if _, err := io.ReadFull(resp.Body, got); err != nil || string(got) != first {
+				t.Fatalf("first event = %q, %v", got, err)
+			}
+			if err := e.g.Revoke(context.Background(), m.JTI); err != nil {
+				t.Fatal(err)
+			}
+			rest, err := io.ReadAll(resp.Body)
+			if !tt.sse {
+				if err == nil {
+					t.Errorf("non-SSE body ended cleanly with %q; want it cut", rest)
+				}
+				return
+			}
+			if err != nil || string(rest) != tt.want {
+				t.Errorf("after the revocation: %q, %v; want %q, then EOF", rest, err, tt.want)
+			}
+		})
+	}
+}
