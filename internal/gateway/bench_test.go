@@ -92,7 +92,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	os.WriteFile(filepath.Join(keys, "openai"), []byte("sk-bench"), 0o600)
 	g, err := New(context.Background(), Options{
 		Store:      newMemStore(),
-		Providers:  map[string]ProviderConfig{"openai": {BaseURL: up.URL}},
+		Providers:  map[string]ProviderConfig{"openai": {BaseURL: up.URL, AllowPaths: []string{"POST /v1/sse", "POST /v1/big"}}},
 		KeysDir:    keys,
 		SigningKey: newKey(b),
 		Log:        slog.New(slog.DiscardHandler),

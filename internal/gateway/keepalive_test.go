@@ -25,7 +25,7 @@ import (
 func TestKeepAliveStreamsWhole(t *testing.T) {
 	const calls, events = 1000, 5
 	fast := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasSuffix(r.URL.Path, "/stream") {
+		if r.Header.Get("Accept") != "text/event-stream" {
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"id":"x","choices":[]}`)
 			return
@@ -53,14 +53,14 @@ func TestKeepAliveStreamsWhole(t *testing.T) {
 	cut := 0
 	for i := range calls {
 		path := "/compat/v1/chat/completions"
-		if i%2 == 1 {
-			path += "/stream"
-		}
 		body := fmt.Sprintf(`{"model":"m","stream":%t,"messages":[{"role":"user","content":%q}]}`, i%2 == 1, strings.Repeat("hi ", 1000+i*7))
 		req, _ := http.NewRequest("POST", e.data.URL+path, strings.NewReader(body))
 		req = req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 		req.Header.Set("Authorization", "Bearer "+m.Token)
 		req.Header.Set("Content-Type", "application/json")
+		if i%2 == 1 {
+			req.Header.Set("Accept", "text/event-stream") // as the SDKs do
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatalf("call %d: %v", i, err)

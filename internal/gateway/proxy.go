@@ -263,6 +263,10 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, name, jti, ErrRevoked)
 		return
 	}
+	if !p.allowsPath(r.Method, rest) {
+		g.refuse(w, r, name, jti, fmt.Errorf("%w %s: %s", ErrPathNotAllowed, name, pathClass(rest)))
+		return
+	}
 	if len(claims.Models) > 0 {
 		if m := requestModel(p, r, rest); !claims.AllowsModel(m) {
 			g.refuse(w, r, name, jti, fmt.Errorf("%w %s", ErrModelScope, shownModel(m)))
