@@ -501,7 +501,7 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	}
 	secrets := g.secretsFor(st)
 	for k, vs := range res.Header {
-		if hasSecret(k, secrets) {
+		if nameHasSecret(k, secrets) {
 			delete(res.Header, k)
 			continue
 		}
@@ -510,6 +510,11 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 				delete(res.Header, k)
 				break
 			}
+		}
+	}
+	for k := range res.Trailer { // announced before the body: drop one named after a key
+		if nameHasSecret(k, secrets) {
+			delete(res.Trailer, k)
 		}
 	}
 	if res.Body == nil || res.Body == http.NoBody {

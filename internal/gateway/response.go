@@ -99,6 +99,18 @@ func anySecret(b []byte, secrets [][]byte) bool {
 	return false
 }
 
+// nameHasSecret reports whether the header or trailer name k holds one
+// of secrets in any letter case (names are canonicalized on the way).
+func nameHasSecret(k string, secrets [][]byte) bool {
+	k = strings.ToLower(k)
+	for _, s := range secrets {
+		if strings.Contains(k, strings.ToLower(string(s))) {
+			return true
+		}
+	}
+	return false
+}
+
 // replaceSecrets appends b to dst with every occurrence of a secret
 // replaced by [redacted], leftmost first.
 func replaceSecrets(dst, b []byte, secrets [][]byte) []byte {
@@ -227,7 +239,7 @@ func (b *responseBody) refusal() (string, bool) {
 // name holds one.
 func (b *responseBody) scrubTrailers() {
 	for k, vs := range b.res.Trailer {
-		if hasSecret(k, b.secrets) {
+		if nameHasSecret(k, b.secrets) {
 			delete(b.res.Trailer, k)
 			continue
 		}
