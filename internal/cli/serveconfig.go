@@ -42,6 +42,10 @@ type ServeConfig struct {
 	// NAME=KIND:URL (KIND anthropic, openai or gemini; default: the
 	// built-in provider's kind, else openai).
 	GatewayProviders []string
+	// GatewayAllowPaths add endpoints to a provider's path allow-list as
+	// NAME=[METHOD ]PATH (see gateway.DefaultAllowPaths for the rule
+	// syntax and the defaults), e.g. "openai=POST /v1/audio/speech".
+	GatewayAllowPaths []string
 	// AdminServiceAccounts are service accounts ("NS:NAME") whose
 	// projected token, with audience AdminAudience and checked by
 	// TokenReview, is accepted on the admin listener besides the static
@@ -174,6 +178,7 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.GatewayKeysDir, "gateway-keys-dir", c.GatewayKeysDir, "directory with one file per provider (anthropic, openai, gemini, ...) holding its real API key; re-read on change")
 	fs.StringVar(&c.GatewaySigningKey, "gateway-signing-key", c.GatewaySigningKey, "Ed25519 PKCS#8 PEM file for gateway tokens, created if missing (default <data-dir>/gateway-ed25519.pem)")
 	fs.StringSliceVar(&c.GatewayProviders, "gateway-provider", c.GatewayProviders, "add or override a provider: NAME=URL or NAME=KIND:URL, KIND anthropic|openai|gemini (repeatable)")
+	fs.StringSliceVar(&c.GatewayAllowPaths, "gateway-allow-path", c.GatewayAllowPaths, "let a provider forward one more endpoint: NAME=[METHOD ]PATH, * one path segment, ** (last) the rest, e.g. 'openai=POST /v1/audio/speech' (repeatable); by default only the SDKs' inference endpoints are forwarded")
 	fs.StringSliceVar(&c.AdminServiceAccounts, "admin-service-accounts", c.AdminServiceAccounts, "service accounts (NS:NAME) whose projected token (audience --admin-audience, checked by TokenReview) is accepted on the admin listener")
 	fs.StringVar(&c.AdminAudience, "admin-audience", c.AdminAudience, "audience admin callers' projected tokens must carry")
 	fs.BoolVar(&c.Signer, "signer", c.Signer, "serve the signer: /v1/signer/ on --listen, its admin routes (approvals, bundles, trust) on --admin-listen")
@@ -300,6 +305,21 @@ func (c *ServeConfig) providers() (map[string]gateway.ProviderConfig, error) {
 			return nil, fmt.Errorf("--gateway-provider %q: base URL must be http(s)://host[...]", p)
 		}
 		pc.BaseURL = rest
+		out[name] = pc
+	}
+	for _, a := range c.GatewayAllowPaths {
+		name, rule, ok := strings.Cut(a, "=")
+		if !ok || name == "" || strings.TrimSpace(rule) == "" {
+			return nil, fmt.Errorf("--gateway-allow-path %q: want NAME=[METHOD ]PATH", a)
+		}
+		pc := out[name]
+		if _, builtin := gateway.DefaultProviders()[name]; !builtin && pc.BaseURL == "" {
+			return nil, fmt.Errorf("--gateway-allow-path %q: no provider %s (add it with --gateway-provider)", a, name)
+		}
+		if err := gateway.CheckPathRule(rule); err != nil {
+			return nil, fmt.Errorf("--gateway-allow-path %q: %w", a, err)
+		}
+		pc.AllowPaths = append(pc.AllowPaths, rule)
 		out[name] = pc
 	}
 	return out, nil

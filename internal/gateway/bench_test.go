@@ -33,8 +33,13 @@ import (
 // sseEvents is the stream the benchmark upstream sends on /v1/sse.
 const sseEvents = 20
 
+// bigBody is what the benchmark upstream sends on /v1/big: 256 KiB of
+// text with many near misses of the key "sk-bench".
+var bigBody = strings.Repeat(`{"text":"the sk- prefix and sk-benc are not the key"},`, 256<<10/53)
+
 type benchEnv struct {
 	upstream, floor, gw *httptest.Server
+	scrubFloor          *httptest.Server // the floor plus only the response scrubbing
 	g                   *Gateway
 	client              *http.Client
 	clientTr            *http.Transport
@@ -46,6 +51,10 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	b.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/v1/big" {
+			io.WriteString(w, bigBody)
+			return
+		}
 		if r.URL.Path == "/v1/sse" {
 			w.Header().Set("Content-Type", "text/event-stream")
 			for i := 0; i < sseEvents; i++ {
@@ -67,12 +76,23 @@ func newBenchEnv(b *testing.B) *benchEnv {
 		Transport:     floorTr,
 		FlushInterval: -1,
 	})
+	scrubFloor := httptest.NewServer(&httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+		Transport:     floorTr,
+		FlushInterval: -1,
+		ModifyResponse: func(res *http.Response) error {
+			res.Body = &responseBody{src: res.Body, res: res, ctx: res.Request.Context(), secrets: [][]byte{[]byte("sk-bench")}}
+			res.ContentLength = -1
+			res.Header.Del("Content-Length")
+			return nil
+		},
+	})
 
 	keys := b.TempDir()
 	os.WriteFile(filepath.Join(keys, "openai"), []byte("sk-bench"), 0o600)
 	g, err := New(context.Background(), Options{
 		Store:      newMemStore(),
-		Providers:  map[string]ProviderConfig{"openai": {BaseURL: up.URL}},
+		Providers:  map[string]ProviderConfig{"openai": {BaseURL: up.URL, AllowPaths: []string{"POST /v1/sse", "POST /v1/big"}}},
 		KeysDir:    keys,
 		SigningKey: newKey(b),
 		Log:        slog.New(slog.DiscardHandler),
@@ -86,7 +106,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	}
 	gw := httptest.NewServer(g.DataHandler())
 	ctr := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
-	e := &benchEnv{upstream: up, floor: floor, gw: gw, g: g, client: &http.Client{Transport: ctr}, clientTr: ctr, floorTr: floorTr, token: m.Token}
+	e := &benchEnv{upstream: up, floor: floor, scrubFloor: scrubFloor, gw: gw, g: g, client: &http.Client{Transport: ctr}, clientTr: ctr, floorTr: floorTr, token: m.Token}
 	// Warm both paths (connections, verification cache).
 	for i := 0; i < 10; i++ {
 		e.get(b, e.floor.URL+"/v1/chat/completions")
@@ -99,6 +119,7 @@ func (e *benchEnv) close() {
 	e.clientTr.CloseIdleConnections()
 	e.gw.Close()
 	e.floor.Close()
+	e.scrubFloor.Close()
 	e.g.Close()
 	e.floorTr.CloseIdleConnections()
 	e.upstream.Close()
@@ -196,6 +217,45 @@ func BenchmarkCPUPerRequest(b *testing.B) {
 	if cpu[1] > cpu[0] {
 		b.ReportMetric(float64(cpu[2]-cpu[0])/float64(cpu[1]-cpu[0]), "proxy-cpu-ratio")
 	}
+}
+
+// BenchmarkScrubCost: time per 256 KiB response through the floor, the
+// floor plus only the scrubbing response body, and the gateway,
+// interleaved; medians reported. scrub-vs-floor is the scrubbing's own
+// cost, gw-vs-floor the gateway's whole. Setup asserts the body arrives
+// unchanged (it holds no key).
+func BenchmarkScrubCost(b *testing.B) {
+	e := newBenchEnv(b)
+	defer e.close()
+	urls := []string{e.floor.URL + "/v1/big", e.scrubFloor.URL + "/v1/big", e.gw.URL + "/openai/v1/big"}
+	for _, u := range urls {
+		resp, err := e.client.Do(e.request(u))
+		if err != nil {
+			b.Fatal(err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(got) != bigBody {
+			b.Fatalf("%s: body changed (%d bytes, want %d)", u, len(got), len(bigBody))
+		}
+	}
+	var d [3][]time.Duration
+	b.SetBytes(int64(len(bigBody)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for m, u := range urls {
+			t := time.Now()
+			e.get(b, u)
+			d[m] = append(d[m], time.Since(t))
+		}
+	}
+	b.StopTimer()
+	f, s, g := percentile(d[0], .5), percentile(d[1], .5), percentile(d[2], .5)
+	b.ReportMetric(us(f), "floor-p50-µs")
+	b.ReportMetric(us(s), "scrub-p50-µs")
+	b.ReportMetric(us(g), "gw-p50-µs")
+	b.ReportMetric(float64(s)/float64(f), "scrub-vs-floor")
+	b.ReportMetric(float64(g)/float64(f), "gw-vs-floor")
 }
 
 // sse sends one streaming request and returns the time to the first

@@ -19,15 +19,24 @@
 //	token verifies                   else 401 invalid gateway token: <reason>
 //	provider in the token's scope    else 403 token not valid for provider <p>
 //	token not revoked                else 401 gateway token revoked
+//	method and path allowed for <p>  else 403 path not allowed for provider <p>: <class>
 //	model in the token's models      else 403 token not valid for model <m>
 //	gateway holds a key for <p>      else 502 gateway holds no key for provider <p>
 //
-// Refusals are text/plain, one line, from that finite set; reasons are
+// The path allow-list admits by default only the inference endpoints the
+// official SDKs use ([DefaultAllowPaths]); <class> is the endpoint's
+// first segment after the version ("files", "batches"). Refusals are
+// text/plain, one line, from that finite set, and carry
+// "x-should-retry: false" (a 429 or 503 would carry Retry-After); reasons are
 // expired, not yet valid, bad signature, malformed, wrong issuer, wrong
 // audience, unexpected algorithm, unknown key id and conflicting tokens.
 // Upstream failures answer 502 "upstream unavailable" or 504 "upstream
 // timeout". No response and no log line ever holds a real key, a token or
-// the upstream URL.
+// the upstream URL: the upstream is asked for identity encoding (a
+// content-encoded answer is refused with 502, since it could not be
+// checked), a response header holding a key of the provider is dropped,
+// and every response body and trailer is scrubbed on its way back,
+// streaming, with each such key replaced by "[redacted]".
 //
 // The admin plane ([Gateway.AdminHandler]) mints tokens and revokes them;
 // the caller mounts it on a listener sandboxes cannot reach and
@@ -36,7 +45,10 @@
 // request against an in-memory set that the revoking replica updates at
 // once and other replicas refresh from the store every
 // [Options.PollInterval]. Revoking a token also cuts its requests in
-// flight, streams included.
+// flight, streams included: a server-sent event stream ends, after its
+// last whole event, with the provider's own in-stream error event
+// carrying "gateway token revoked" (so each SDK raises a typed API error,
+// not an unexpected EOF); any other body is cut.
 //
 // # Format
 //
@@ -116,6 +128,11 @@ var (
 	ErrModelScope = fmt.Errorf("%w for model", ErrForbidden)
 	// ErrRevoked: the token was revoked.
 	ErrRevoked = errors.New("gateway token revoked")
+	// ErrPathNotAllowed: the provider's path allow-list does not admit
+	// the request's method and path (see [DefaultAllowPaths]); its text
+	// goes on with the provider and the path class, e.g. "path not
+	// allowed for provider openai: files".
+	ErrPathNotAllowed = errors.New("path not allowed for provider")
 	// ErrNoProviderKey: the key file for the provider is missing or empty.
 	ErrNoProviderKey = errors.New("gateway holds no key for provider")
 	// ErrUpstream: the provider could not be reached or failed mid-way.
@@ -142,7 +159,7 @@ func HTTPStatusFor(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, ErrMissingToken), errors.Is(err, ErrInvalidToken), errors.Is(err, ErrRevoked):
 		return http.StatusUnauthorized
-	case errors.Is(err, ErrForbidden):
+	case errors.Is(err, ErrForbidden), errors.Is(err, ErrPathNotAllowed):
 		return http.StatusForbidden
 	case errors.Is(err, ErrNoProviderKey), errors.Is(err, ErrUpstream):
 		return http.StatusBadGateway
@@ -162,7 +179,7 @@ func HTTPStatusFor(err error) int {
 func refusalFor(err error) (int, string) {
 	status := HTTPStatusFor(err)
 	for _, s := range []error{ErrUnknownProvider, ErrMissingToken, ErrInvalidToken, ErrForbidden, ErrRevoked,
-		ErrNoProviderKey, ErrUpstream, ErrUpstreamTimeout} {
+		ErrPathNotAllowed, ErrNoProviderKey, ErrUpstream, ErrUpstreamTimeout} {
 		if errors.Is(err, s) {
 			return status, err.Error()
 		}
@@ -235,6 +252,12 @@ type ProviderConfig struct {
 	// Kind is KindAnthropic, KindOpenAI or KindGemini. Defaults to the
 	// built-in provider's kind, or KindOpenAI for other names.
 	Kind string
+	// AllowPaths are further endpoints the provider admits, as
+	// "[METHOD ]PATH" rules (see [DefaultAllowPaths] for the syntax and
+	// the defaults, which are always admitted), e.g. "POST
+	// /v1/audio/speech". Any other path is refused with 403 "path not
+	// allowed for provider <p>: <class>".
+	AllowPaths []string
 }
 
 // DefaultProviders are the built-in providers.
@@ -313,9 +336,10 @@ type Options struct {
 
 // provider is a configured provider.
 type provider struct {
-	name string
-	kind string
-	base *url.URL
+	name  string
+	kind  string
+	base  *url.URL
+	allow []pathRule
 }
 
 // Gateway is the model-credential gateway. It is safe for concurrent use.
@@ -465,7 +489,11 @@ func buildProviders(in map[string]ProviderConfig) (map[string]*provider, error) 
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
 			return nil, fmt.Errorf("gateway: provider %s: BaseURL must be an http(s) URL with a host and no query", name)
 		}
-		out[name] = &provider{name: name, kind: c.Kind, base: u}
+		allow, err := buildAllow(c.Kind, c.AllowPaths)
+		if err != nil {
+			return nil, fmt.Errorf("gateway: provider %s: %w", name, err)
+		}
+		out[name] = &provider{name: name, kind: c.Kind, base: u, allow: allow}
 	}
 	return out, nil
 }

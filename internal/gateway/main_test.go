@@ -204,7 +204,8 @@ func newEnv(t testing.TB, mod ...func(*Options)) *env {
 	providers := map[string]ProviderConfig{}
 	for _, p := range []string{"anthropic", "openai", "gemini", "compat", "nokey"} {
 		e.up[p] = newUpstream(t)
-		providers[p] = ProviderConfig{BaseURL: e.up[p].srv.URL}
+		// Every path: the tests of the path allow-list clear it.
+		providers[p] = ProviderConfig{BaseURL: e.up[p].srv.URL, AllowPaths: []string{"/**"}}
 		if k, ok := realKeys[p]; ok {
 			e.writeKey(t, p, k+"\n")
 		}

@@ -20,6 +20,7 @@ const (
 	outcomeUpstreamError   = "upstream_error"
 	outcomeCancelled       = "cancelled"
 	outcomeNotFound        = "not_found"
+	outcomePathNotAllowed  = "path_not_allowed"
 )
 
 // metrics are the gateway's collectors. They always exist; they are
@@ -102,6 +103,8 @@ func outcomeFor(err error) string {
 		return outcomeRevoked
 	case errors.Is(err, ErrNoProviderKey):
 		return outcomeNoKey
+	case errors.Is(err, ErrPathNotAllowed):
+		return outcomePathNotAllowed
 	}
 	return outcomeUpstreamError
 }

@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"path"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -221,12 +220,12 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		// CONNECT and OPTIONS have no use against a model API.
 		g.metrics.request("", outcomeNotFound)
 		w.Header().Set("Allow", "GET, HEAD, POST, PUT, PATCH, DELETE")
-		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		writeText(w, http.StatusMethodNotAllowed, "method not allowed", "false")
 		return
 	}
 	if r.URL.Path == adminPrefix || strings.HasPrefix(r.URL.Path, adminPrefix+"/") {
 		g.metrics.request("", outcomeNotFound)
-		http.NotFound(w, r)
+		writeText(w, http.StatusNotFound, "404 page not found", "false")
 		return
 	}
 	name, rest, rawRest := requestPath(r.URL)
@@ -264,6 +263,10 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, name, jti, ErrRevoked)
 		return
 	}
+	if !p.allowsPath(r.Method, rest) {
+		g.refuse(w, r, name, jti, fmt.Errorf("%w %s: %s", ErrPathNotAllowed, name, pathClass(rest)))
+		return
+	}
 	if len(claims.Models) > 0 {
 		if m := requestModel(p, r, rest); !claims.AllowsModel(m) {
 			g.refuse(w, r, name, jti, fmt.Errorf("%w %s", ErrModelScope, shownModel(m)))
@@ -281,6 +284,22 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		r.Header = r.Header.Clone()
 		r.Header.Del("Upgrade")
 	}
+	// Keep the request body readable after the response header is
+	// written: an upstream may answer (and start a stream) before the
+	// transport has sent the whole body. Without full duplex the HTTP/1
+	// server consumes and closes the body at the first response write,
+	// the transport's read of it fails and it closes the upstream
+	// connection under the stream being copied (golang/go#40747).
+	// Reading the body first would also work, but it needs a size bound
+	// and holds every body in memory before the first byte goes out.
+	// HTTP/2 is always full duplex (ErrNotSupported, ignored). In full
+	// duplex the body must still be finished before this handler
+	// returns: the server would otherwise consume it after it stopped
+	// its background read of the connection and then read the
+	// connection twice at once (a panic, the connection reset); closing
+	// it here also makes a late read by the transport fail cleanly.
+	_ = http.NewResponseController(w).EnableFullDuplex()
+	defer r.Body.Close()
 	st := &proxyState{provider: p, key: key, jti: jti, rest: rest, rawRest: rawRest, outcome: outcomeProxied}
 	g.metrics.inflight.Inc()
 	defer func() {
@@ -301,15 +320,53 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, provider, jti s
 		provider = "unknown"
 	}
 	g.log.DebugContext(r.Context(), "gateway request refused", "provider", provider, "jti", jti, "status", status, "reason", text)
-	writeText(w, status, text)
+	writeRefusal(w, err)
 }
 
-// writeText writes a one-line plain-text response.
-func writeText(w http.ResponseWriter, status int, text string) {
+// retryAfterSeconds is the Retry-After of a 429 or 503 refusal: a
+// condition the gateway expects to clear (a rate, a stale view).
+const retryAfterSeconds = "1"
+
+// writeRefusal writes the plain-text refusal for err (see [refusalFor]).
+// A refusal that the same request cannot get past by retrying carries
+// "x-should-retry: false", which the OpenAI and Anthropic SDKs honour
+// over their status-based retries (they retry 401/403 never, but 404,
+// 409, 429 and every 5xx, e.g. 502 "gateway holds no key"). A 429 or 503
+// carries Retry-After and "x-should-retry: true". Upstream failures (502
+// upstream unavailable, 504 upstream timeout) carry neither and are
+// retried as the SDK sees fit.
+func writeRefusal(w http.ResponseWriter, err error) {
+	status, text := refusalFor(err)
+	writeText(w, status, text, retryHint(w.Header(), status, err))
+}
+
+// retryHint is the x-should-retry value for a refusal of status for err
+// ("" for none); for 429 and 503 it also sets Retry-After in h.
+func retryHint(h http.Header, status int, err error) string {
+	switch {
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+		h.Set("Retry-After", retryAfterSeconds)
+		return "true"
+	case errors.Is(err, ErrUpstream), errors.Is(err, ErrUpstreamTimeout):
+		return ""
+	}
+	return "false"
+}
+
+// shouldRetryHeader tells the OpenAI and Anthropic SDKs whether to retry
+// ("true" or "false"), overriding their choice by status code.
+const shouldRetryHeader = "X-Should-Retry"
+
+// writeText writes a one-line plain-text response with retry ("true",
+// "false" or "" for none) as its x-should-retry (see [writeRefusal]).
+func writeText(w http.ResponseWriter, status int, text, retry string) {
 	h := w.Header()
 	h.Set("Content-Type", "text/plain; charset=utf-8")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", "no-store")
+	if retry != "" {
+		h.Set(shouldRetryHeader, retry)
+	}
 	h.Del("Content-Length")
 	if status == http.StatusUnauthorized {
 		h.Set("WWW-Authenticate", `Bearer realm="custody-gateway"`)
@@ -419,6 +476,9 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	pr.SetURL(st.provider.base)
+	// Ask for the body as is: a content-coded one cannot be scrubbed
+	// (see modifyResponse).
+	out.Header.Set("Accept-Encoding", "identity")
 	switch st.provider.kind {
 	case KindAnthropic:
 		out.Header["X-Api-Key"] = []string{st.key}
@@ -429,57 +489,47 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-// maxScrubBody bounds the upstream error body searched for the real key.
-const maxScrubBody = 64 << 10
-
-// redacted replaces the real key wherever an upstream echoes it.
-const redacted = "[redacted]"
-
-// modifyResponse drops any upstream response header that contains the
-// real key and redacts it from error bodies (up to 64 KiB, uncompressed),
-// in case an upstream echoes the credential it was sent.
+// modifyResponse drops every upstream response header that holds a
+// secret of the provider, refuses a content-encoded body (see
+// [errEncodedResponse]) and wraps every body in a [responseBody] that
+// scrubs it and its trailers on the way back, streaming. The length
+// changes where a secret is replaced, so Content-Length is dropped.
 func (g *Gateway) modifyResponse(res *http.Response) error {
 	st := stateFrom(res.Request.Context())
-	if st == nil || st.key == "" {
+	if st == nil {
 		return nil
 	}
+	secrets := g.secretsFor(st)
 	for k, vs := range res.Header {
+		if nameHasSecret(k, secrets) {
+			delete(res.Header, k)
+			continue
+		}
 		for _, v := range vs {
-			if strings.Contains(v, st.key) {
+			if hasSecret(v, secrets) {
 				delete(res.Header, k)
 				break
 			}
 		}
 	}
-	if res.StatusCode < 400 || res.ContentLength > maxScrubBody || res.Body == nil || res.Body == http.NoBody {
+	for k := range res.Trailer { // announced before the body: drop one named after a key
+		if nameHasSecret(k, secrets) {
+			delete(res.Trailer, k)
+		}
+	}
+	if res.Body == nil || res.Body == http.NoBody {
 		return nil
 	}
 	if ce := res.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		return nil
+		return errEncodedResponse
 	}
-	if strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
-		return nil
+	rb := &responseBody{src: res.Body, res: res, ctx: res.Request.Context(), secrets: secrets}
+	if isEventStream(res.Header) {
+		rb.endEvent = streamErrorEvent(st.provider.kind, st.rest)
 	}
-	b, err := io.ReadAll(io.LimitReader(res.Body, maxScrubBody+1))
-	if err != nil {
-		return err
-	}
-	if len(b) > maxScrubBody {
-		// Too long to hold: pass it on unscrubbed after the prefix.
-		res.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(b), res.Body), res.Body}
-		return nil
-	}
-	res.Body.Close()
-	if bytes.Contains(b, []byte(st.key)) {
-		b = bytes.ReplaceAll(b, []byte(st.key), []byte(redacted))
-	}
-	res.Body = io.NopCloser(bytes.NewReader(b))
-	res.ContentLength = int64(len(b))
-	res.Header.Set("Content-Length", strconv.Itoa(len(b)))
-	res.TransferEncoding = nil
+	res.Body = rb
+	res.ContentLength = -1
+	res.Header.Del("Content-Length")
 	return nil
 }
 
@@ -512,8 +562,7 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	} else {
 		g.log.DebugContext(ctx, "upstream request ended", "provider", provider, "jti", jti, "outcome", outcome)
 	}
-	status, text := refusalFor(out)
-	writeText(w, status, text)
+	writeRefusal(w, out)
 }
 
 // errorCategory is a bounded, secret-free description of an upstream
@@ -529,6 +578,8 @@ func errorCategory(err error) string {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return "cancelled"
+	case errors.Is(err, errEncodedResponse):
+		return "encoding"
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return "timeout"
 	case errors.As(err, &dns):

@@ -107,6 +107,9 @@ func TestRefusals(t *testing.T) {
 			if ct := hdr.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 				t.Errorf("Content-Type = %q, want text/plain", ct)
 			}
+			if sr := hdr.Values("X-Should-Retry"); len(sr) != 1 || sr[0] != "false" {
+				t.Errorf("X-Should-Retry = %q, want [false]: a permanent refusal is not retryable", sr)
+			}
 		})
 	}
 	for p, u := range e.up {
@@ -143,6 +146,33 @@ func TestRefusalStatusCodes(t *testing.T) {
 		}
 		if status == 500 && text != "internal error" {
 			t.Errorf("refusalFor(foreign error) text = %q, want fixed text", text)
+		}
+	}
+}
+
+// TestRetryHint: permanent refusals say "do not retry", a 429 or 503
+// says when to retry, and upstream failures are left to the SDK.
+func TestRetryHint(t *testing.T) {
+	tests := []struct {
+		name        string
+		status      int
+		err         error
+		hint, after string
+	}{
+		{"revoked", 401, ErrRevoked, "false", ""},
+		{"no key", 502, fmt.Errorf("%w x", ErrNoProviderKey), "false", ""},
+		{"scope", 403, fmt.Errorf("%w x", ErrProviderScope), "false", ""},
+		{"unknown provider", 404, ErrUnknownProvider, "false", ""},
+		{"internal", 500, errors.New("x"), "false", ""},
+		{"unavailable", 503, errors.New("x"), "true", retryAfterSeconds},
+		{"rate", 429, errors.New("x"), "true", retryAfterSeconds},
+		{"upstream unavailable", 502, ErrUpstream, "", ""},
+		{"upstream timeout", 504, ErrUpstreamTimeout, "", ""},
+	}
+	for _, tt := range tests {
+		h := http.Header{}
+		if got := retryHint(h, tt.status, tt.err); got != tt.hint || h.Get("Retry-After") != tt.after {
+			t.Errorf("%s: retryHint(%d, %v) = %q, Retry-After %q; want %q, %q", tt.name, tt.status, tt.err, got, h.Get("Retry-After"), tt.hint, tt.after)
 		}
 	}
 }
@@ -489,7 +519,9 @@ func TestModelsAllowList(t *testing.T) {
 			if code != tt.status {
 				t.Fatalf("POST %s = %d %q, want %d", tt.path, code, body, tt.status)
 			}
-			if code == 403 && !strings.HasPrefix(body, "token not valid for model ") {
+			// A path no rule admits (a model name segment with ":"
+			// before its end) is refused before the model is looked at.
+			if code == 403 && !strings.HasPrefix(body, "token not valid for model ") && !strings.HasPrefix(body, "path not allowed for provider gemini: models") {
 				t.Errorf("refusal = %q", body)
 			}
 			if code == 200 {
@@ -553,6 +585,9 @@ func TestUpstreamFailures(t *testing.T) {
 			code, hdr, body := e.do(t, "POST", tt.path, bearer(tok), "{}")
 			if code != tt.status || body != tt.text || !strings.HasPrefix(hdr.Get("Content-Type"), "text/plain") {
 				t.Errorf("POST %s = %d %q, want %d %q", tt.path, code, body, tt.status, tt.text)
+			}
+			if sr, ok := hdr["X-Should-Retry"]; ok {
+				t.Errorf("X-Should-Retry = %q on an upstream failure, want none (the SDK may retry)", sr)
 			}
 		})
 	}
@@ -763,9 +798,12 @@ func TestMethodsRefused(t *testing.T) {
 	e := newEnv(t)
 	tok := e.mint(t, Grant{Providers: []string{"anthropic"}}).Token
 	for _, m := range []string{"TRACE", "OPTIONS", "PROPFIND"} {
-		status, _, body := e.do(t, m, "/anthropic/v1/messages", map[string]string{"X-Api-Key": tok}, "")
+		status, hdr, body := e.do(t, m, "/anthropic/v1/messages", map[string]string{"X-Api-Key": tok}, "")
 		if status != http.StatusMethodNotAllowed || strings.Contains(body, realKeys["anthropic"]) {
 			t.Errorf("%s = %d %q, want 405 without the key", m, status, body)
+		}
+		if sr := hdr.Get("X-Should-Retry"); sr != "false" {
+			t.Errorf("%s: X-Should-Retry = %q, want false", m, sr)
 		}
 	}
 	if n := len(e.up["anthropic"].requests()); n != 0 {

@@ -46,14 +46,21 @@ func TestRevokeCutsStreamInFlight(t *testing.T) {
 	}
 	revokedAt := time.Now()
 	var err2 error
+	var last string
 	for err2 == nil {
-		_, err2 = readWithin(t, br, 2*time.Second)
+		var line string
+		line, err2 = readWithin(t, br, 2*time.Second)
+		if strings.HasPrefix(line, "data: ") {
+			last = line
+		}
 	}
 	if d := time.Since(revokedAt); d > time.Second {
 		t.Errorf("stream ended %v after the revocation, want within 1 s", d)
 	}
-	if errors.Is(err2, io.EOF) {
-		t.Errorf("stream ended cleanly (EOF); want it cut (unexpected EOF)")
+	// An event stream ends with the provider's error event (see
+	// TestRevokedStreamEndsWithErrorEvent).
+	if !errors.Is(err2, io.EOF) || !strings.Contains(last, `"message":"gateway token revoked"`) {
+		t.Errorf("stream ended with %v after %q; want the error event, then EOF", err2, last)
 	}
 	select {
 	case <-upstreamDone:
