@@ -42,6 +42,12 @@ type ServeConfig struct {
 	// NAME=KIND:URL (KIND anthropic, openai or gemini; default: the
 	// built-in provider's kind, else openai).
 	GatewayProviders []string
+	// GatewayClockLeeway is the clock skew allowed on gateway tokens' exp
+	// and nbf between the replica that minted a token and the one that
+	// checks it: at most 5m, 0 for none. Default 5s. A larger value admits
+	// replicas whose clocks lag further, but keeps every token usable that
+	// much past its exp.
+	GatewayClockLeeway time.Duration
 	// AdminServiceAccounts are service accounts ("NS:NAME") whose
 	// projected token, with audience AdminAudience and checked by
 	// TokenReview, is accepted on the admin listener besides the static
@@ -143,6 +149,7 @@ func Defaults() ServeConfig {
 		AdminListen:          "127.0.0.1:8867",
 		MetricsListen:        ":8868",
 		GatewayListen:        ":8866",
+		GatewayClockLeeway:   gateway.DefaultLeeway,
 		AdminAudience:        "custody-admin",
 		Signer:               true,
 		SignerOrigin:         "custody.local/log",
@@ -174,6 +181,7 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.GatewayKeysDir, "gateway-keys-dir", c.GatewayKeysDir, "directory with one file per provider (anthropic, openai, gemini, ...) holding its real API key; re-read on change")
 	fs.StringVar(&c.GatewaySigningKey, "gateway-signing-key", c.GatewaySigningKey, "Ed25519 PKCS#8 PEM file for gateway tokens, created if missing (default <data-dir>/gateway-ed25519.pem)")
 	fs.StringSliceVar(&c.GatewayProviders, "gateway-provider", c.GatewayProviders, "add or override a provider: NAME=URL or NAME=KIND:URL, KIND anthropic|openai|gemini (repeatable)")
+	fs.DurationVar(&c.GatewayClockLeeway, "gateway-clock-leeway", c.GatewayClockLeeway, "clock skew allowed on gateway tokens' exp and nbf between the minting replica and this one (0 to 5m; 0: none); larger admits laggier clocks but keeps every token usable that much past its exp")
 	fs.StringSliceVar(&c.AdminServiceAccounts, "admin-service-accounts", c.AdminServiceAccounts, "service accounts (NS:NAME) whose projected token (audience --admin-audience, checked by TokenReview) is accepted on the admin listener")
 	fs.StringVar(&c.AdminAudience, "admin-audience", c.AdminAudience, "audience admin callers' projected tokens must carry")
 	fs.BoolVar(&c.Signer, "signer", c.Signer, "serve the signer: /v1/signer/ on --listen, its admin routes (approvals, bundles, trust) on --admin-listen")
@@ -272,6 +280,9 @@ func (c *ServeConfig) Validate() error {
 	if c.ReadTimeout <= 0 {
 		errs = append(errs, errors.New("--read-timeout must be positive"))
 	}
+	if c.GatewayClockLeeway < 0 || c.GatewayClockLeeway > gateway.MaxLeeway {
+		errs = append(errs, fmt.Errorf("--gateway-clock-leeway %v: must be between 0 and %v", c.GatewayClockLeeway, gateway.MaxLeeway))
+	}
 	if c.KeyCacheTTL < 0 {
 		errs = append(errs, errors.New("--key-cache-ttl must not be negative"))
 	}
@@ -282,6 +293,15 @@ func (c *ServeConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// gatewayLeeway is GatewayClockLeeway as a [gateway.Options] Leeway,
+// where zero means the default.
+func (c *ServeConfig) gatewayLeeway() time.Duration {
+	if c.GatewayClockLeeway == 0 {
+		return gateway.NoLeeway
+	}
+	return c.GatewayClockLeeway
 }
 
 // providers parses GatewayProviders.

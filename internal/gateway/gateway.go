@@ -63,8 +63,9 @@
 //
 // Times are NumericDates in whole seconds. jti is base64url of 16 random
 // bytes. exp, jti and providers are required; models, tenant, agent and
-// run_id are optional. exp and nbf are checked with a leeway (default
-// 5 s).
+// run_id are optional. exp and nbf are checked with a leeway
+// ([Options.Leeway], default 5 s, at most 5 min; serve flag
+// --gateway-clock-leeway).
 package gateway
 
 import (
@@ -272,8 +273,12 @@ type Options struct {
 	// Audience is the aud claim minted and required. Default
 	// "custody-gateway".
 	Audience string
-	// Leeway is the clock skew allowed on exp and nbf. Default 5 s;
-	// negative is an error.
+	// Leeway is the clock skew allowed on exp and nbf between the replica
+	// that minted a token and this one. Zero means [DefaultLeeway] (5 s);
+	// [NoLeeway] means none; other negative values and values over
+	// [MaxLeeway] (5 min) are errors. A larger leeway admits replicas
+	// whose clocks lag further, at the cost of every token (revoked or
+	// not) staying usable that much past its exp.
 	Leeway time.Duration
 	// SigningKey is the Ed25519 key tokens are minted with (see
 	// [LoadOrCreateSigningKey]); its public key is also accepted. This is
@@ -406,7 +411,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		inflight:  newInflightSet(),
 		transport: newTransport(opts.UpstreamProxy, opts.ResponseHeaderTimeout),
 		now:       opts.Now,
-		leeway:    tc.Leeway,
+		leeway:    tc.leeway(),
 		poll:      opts.PollInterval,
 		log:       lg,
 		metrics:   newMetrics(names),

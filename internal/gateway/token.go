@@ -26,8 +26,15 @@ const (
 	DefaultIssuer = "custody"
 	// DefaultAudience is the default aud claim.
 	DefaultAudience = "custody-gateway"
-	// DefaultLeeway is the default clock skew allowed on exp and nbf.
+	// DefaultLeeway is the default clock skew allowed on exp, nbf and iat.
 	DefaultLeeway = 5 * time.Second
+	// NoLeeway, as a Leeway, allows no clock skew at all: exp and nbf are
+	// exact (to the second).
+	NoLeeway time.Duration = -1
+	// MaxLeeway is the largest Leeway accepted. A leeway is added to every
+	// token's life (a token is usable that long after its exp), so one
+	// beyond a few minutes means the clocks need fixing, not tolerating.
+	MaxLeeway = 5 * time.Minute
 	// MinHMACSecret is the shortest HS256 secret accepted, in bytes.
 	MinHMACSecret = 32
 	// SigningKeyFile is the conventional name of the Ed25519 signing key
@@ -72,7 +79,8 @@ type TokenConfig struct {
 	// [DefaultAudience].
 	Audience string
 	// Leeway is the clock skew allowed when checking exp and nbf. Zero
-	// means [DefaultLeeway]; negative is an error.
+	// means [DefaultLeeway]; [NoLeeway] means none; other negative values
+	// and values over [MaxLeeway] are errors.
 	Leeway time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -83,8 +91,8 @@ type TokenConfig struct {
 }
 
 func (c TokenConfig) withDefaults() (TokenConfig, error) {
-	if c.Leeway < 0 {
-		return c, fmt.Errorf("gateway: negative Leeway %v", c.Leeway)
+	if (c.Leeway < 0 && c.Leeway != NoLeeway) || c.Leeway > MaxLeeway {
+		return c, fmt.Errorf("gateway: Leeway %v outside [0, %v]", c.Leeway, MaxLeeway)
 	}
 	if c.Leeway == 0 {
 		c.Leeway = DefaultLeeway
@@ -103,6 +111,9 @@ func (c TokenConfig) withDefaults() (TokenConfig, error) {
 	}
 	return c, nil
 }
+
+// leeway is the clock skew to allow: Leeway, or zero for [NoLeeway].
+func (c TokenConfig) leeway() time.Duration { return max(c.Leeway, 0) }
 
 // KeyID is the kid of an Ed25519 public key: base64url (no padding) of
 // the first 8 bytes of SHA-256 of the 32-byte key, 11 characters.
@@ -260,7 +271,7 @@ func NewVerifier(cfg TokenConfig, publicKeys []ed25519.PublicKey, hmacSecret []b
 	}
 	v.parser = jwt.NewParser(
 		jwt.WithValidMethods(v.methods),
-		jwt.WithLeeway(cfg.Leeway),
+		jwt.WithLeeway(cfg.leeway()),
 		jwt.WithTimeFunc(cfg.Now),
 		jwt.WithExpirationRequired(),
 		jwt.WithIssuer(cfg.Issuer),
@@ -322,7 +333,7 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 		return nil, ErrTokenMalformed
 	}
 	if v.cache != nil {
-		v.cache.put(sum, c, c.ExpiresAt.Add(v.cfg.Leeway), v.cfg.Now())
+		v.cache.put(sum, c, c.ExpiresAt.Add(v.cfg.leeway()), v.cfg.Now())
 	}
 	return c, nil
 }
