@@ -48,6 +48,12 @@ type ServeConfig struct {
 	// replicas whose clocks lag further, but keeps every token usable that
 	// much past its exp.
 	GatewayClockLeeway time.Duration
+	// GatewayRevocationMaxStaleness bounds the age of a replica's view of
+	// gateway revocations (time since its last successful poll of the
+	// store, every second); past it the gateway refuses every request
+	// with 503 and cuts its streams until the store answers again.
+	// Between 2s and 1h. Default 5s.
+	GatewayRevocationMaxStaleness time.Duration
 	// AdminServiceAccounts are service accounts ("NS:NAME") whose
 	// projected token, with audience AdminAudience and checked by
 	// TokenReview, is accepted on the admin listener besides the static
@@ -149,7 +155,6 @@ func Defaults() ServeConfig {
 		AdminListen:          "127.0.0.1:8867",
 		MetricsListen:        ":8868",
 		GatewayListen:        ":8866",
-		GatewayClockLeeway:   gateway.DefaultLeeway,
 		AdminAudience:        "custody-admin",
 		Signer:               true,
 		SignerOrigin:         "custody.local/log",
@@ -168,6 +173,10 @@ func Defaults() ServeConfig {
 		ReadTimeout:          60 * time.Second,
 		LogLevel:             "info",
 		LogFormat:            "text",
+
+		// The gateway's token and revocation checks.
+		GatewayClockLeeway:            gateway.DefaultLeeway,
+		GatewayRevocationMaxStaleness: 5 * time.Second,
 	}
 }
 
@@ -182,6 +191,7 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.GatewaySigningKey, "gateway-signing-key", c.GatewaySigningKey, "Ed25519 PKCS#8 PEM file for gateway tokens, created if missing (default <data-dir>/gateway-ed25519.pem)")
 	fs.StringSliceVar(&c.GatewayProviders, "gateway-provider", c.GatewayProviders, "add or override a provider: NAME=URL or NAME=KIND:URL, KIND anthropic|openai|gemini (repeatable)")
 	fs.DurationVar(&c.GatewayClockLeeway, "gateway-clock-leeway", c.GatewayClockLeeway, "clock skew allowed on gateway tokens' exp and nbf between the minting replica and this one (0 to 5m; 0: none); larger admits laggier clocks but keeps every token usable that much past its exp")
+	fs.DurationVar(&c.GatewayRevocationMaxStaleness, "gateway-revocation-max-staleness", c.GatewayRevocationMaxStaleness, "longest time without a successful revocation poll of the store (every 1s) before the gateway fails closed: 503 'gateway revocation view is stale' and streams cut until the store answers (2s to 1h); shorter honours other replicas' revocations sooner in an outage, longer rides out database blips")
 	fs.StringSliceVar(&c.AdminServiceAccounts, "admin-service-accounts", c.AdminServiceAccounts, "service accounts (NS:NAME) whose projected token (audience --admin-audience, checked by TokenReview) is accepted on the admin listener")
 	fs.StringVar(&c.AdminAudience, "admin-audience", c.AdminAudience, "audience admin callers' projected tokens must carry")
 	fs.BoolVar(&c.Signer, "signer", c.Signer, "serve the signer: /v1/signer/ on --listen, its admin routes (approvals, bundles, trust) on --admin-listen")
@@ -282,6 +292,9 @@ func (c *ServeConfig) Validate() error {
 	}
 	if c.GatewayClockLeeway < 0 || c.GatewayClockLeeway > gateway.MaxLeeway {
 		errs = append(errs, fmt.Errorf("--gateway-clock-leeway %v: must be between 0 and %v", c.GatewayClockLeeway, gateway.MaxLeeway))
+	}
+	if c.GatewayRevocationMaxStaleness < 2*time.Second || c.GatewayRevocationMaxStaleness > time.Hour {
+		errs = append(errs, fmt.Errorf("--gateway-revocation-max-staleness %v: must be between 2s and 1h", c.GatewayRevocationMaxStaleness))
 	}
 	if c.KeyCacheTTL < 0 {
 		errs = append(errs, errors.New("--key-cache-ttl must not be negative"))

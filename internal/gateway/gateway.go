@@ -18,6 +18,7 @@
 //	a token presented (only one)     else 401 missing gateway token
 //	token verifies                   else 401 invalid gateway token: <reason>
 //	provider in the token's scope    else 403 token not valid for provider <p>
+//	revocation view current          else 503 gateway revocation view is stale
 //	token not revoked                else 401 gateway token revoked
 //	model in the token's models      else 403 token not valid for model <m>
 //	gateway holds a key for <p>      else 502 gateway holds no key for provider <p>
@@ -81,6 +82,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -117,6 +119,10 @@ var (
 	ErrModelScope = fmt.Errorf("%w for model", ErrForbidden)
 	// ErrRevoked: the token was revoked.
 	ErrRevoked = errors.New("gateway token revoked")
+	// ErrRevocationStale: this replica's view of revocations is older
+	// than [Options.MaxStaleness] (the store has not answered), so it
+	// cannot tell whether any token is revoked.
+	ErrRevocationStale = errors.New("gateway revocation view is stale")
 	// ErrNoProviderKey: the key file for the provider is missing or empty.
 	ErrNoProviderKey = errors.New("gateway holds no key for provider")
 	// ErrUpstream: the provider could not be reached or failed mid-way.
@@ -151,7 +157,7 @@ func HTTPStatusFor(err error) int {
 		return http.StatusGatewayTimeout
 	case errors.Is(err, ErrBadGrant):
 		return http.StatusBadRequest
-	case errors.Is(err, ErrCannotMint):
+	case errors.Is(err, ErrCannotMint), errors.Is(err, ErrRevocationStale):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -163,7 +169,7 @@ func HTTPStatusFor(err error) int {
 func refusalFor(err error) (int, string) {
 	status := HTTPStatusFor(err)
 	for _, s := range []error{ErrUnknownProvider, ErrMissingToken, ErrInvalidToken, ErrForbidden, ErrRevoked,
-		ErrNoProviderKey, ErrUpstream, ErrUpstreamTimeout} {
+		ErrRevocationStale, ErrNoProviderKey, ErrUpstream, ErrUpstreamTimeout} {
 		if errors.Is(err, s) {
 			return status, err.Error()
 		}
@@ -294,6 +300,16 @@ type Options struct {
 	// PollInterval is how often the store is polled for revocations made
 	// by other replicas and the key files are checked. Default 1 s.
 	PollInterval time.Duration
+	// MaxStaleness bounds the age of this replica's view of revocations:
+	// the time since the last successful poll of the store. Past it the
+	// gateway fails closed: every request is refused with 503 "gateway
+	// revocation view is stale" (with Retry-After) and every request in
+	// flight, streams included, is cut, until a poll succeeds again.
+	// Zero means 5 × PollInterval but at least 2 s (5 s by default); it
+	// must be at least 2 × PollInterval. Shorter refuses sooner on a store outage (a
+	// revocation made elsewhere is honoured sooner); longer rides out
+	// brief database blips.
+	MaxStaleness time.Duration
 	// VerifyCacheSize bounds the cache of already verified tokens. Default
 	// 100000; negative disables it (every request checks a signature).
 	VerifyCacheSize int
@@ -338,10 +354,16 @@ type Gateway struct {
 	now       func() time.Time
 	leeway    time.Duration
 	poll      time.Duration
+	maxStale  time.Duration
 	log       *slog.Logger
 	metrics   *metrics
 
 	cursor int64 // largest revocation Seq applied; owned by the poller
+
+	// freshAt is g.now() in Unix nanoseconds at the start of the last
+	// successful poll; freshened wakes the staleness watcher after one.
+	freshAt   atomic.Int64
+	freshened chan struct{}
 
 	stop      context.CancelFunc
 	done      chan struct{}
@@ -359,6 +381,12 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	if opts.PollInterval == 0 {
 		opts.PollInterval = time.Second
+	}
+	switch {
+	case opts.MaxStaleness == 0:
+		opts.MaxStaleness = max(5*opts.PollInterval, 2*time.Second)
+	case opts.MaxStaleness < 2*opts.PollInterval:
+		return nil, fmt.Errorf("gateway: MaxStaleness %v is under 2 × PollInterval (%v)", opts.MaxStaleness, opts.PollInterval)
 	}
 	if opts.ResponseHeaderTimeout == 0 {
 		opts.ResponseHeaderTimeout = 10 * time.Minute
@@ -413,9 +441,11 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		now:       opts.Now,
 		leeway:    tc.leeway(),
 		poll:      opts.PollInterval,
+		maxStale:  opts.MaxStaleness,
 		log:       lg,
 		metrics:   newMetrics(names),
 		done:      make(chan struct{}),
+		freshened: make(chan struct{}, 1),
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,

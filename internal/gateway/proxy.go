@@ -260,6 +260,11 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	e := g.inflight.add(jti, cancel)
 	defer g.inflight.remove(jti, e)
+	if g.stale() {
+		w.Header().Set("Retry-After", g.retryAfter())
+		g.refuse(w, r, name, jti, ErrRevocationStale)
+		return
+	}
 	if g.revoked.has(jti) {
 		g.refuse(w, r, name, jti, ErrRevoked)
 		return
@@ -287,6 +292,8 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		g.metrics.inflight.Dec()
 		if errors.Is(context.Cause(ctx), ErrRevoked) {
 			st.outcome = outcomeRevoked
+		} else if errors.Is(context.Cause(ctx), ErrRevocationStale) {
+			st.outcome = outcomeStale
 		}
 		g.metrics.request(name, st.outcome)
 	}()
@@ -497,6 +504,8 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	switch {
 	case errors.Is(context.Cause(ctx), ErrRevoked):
 		out, outcome = ErrRevoked, outcomeRevoked
+	case errors.Is(context.Cause(ctx), ErrRevocationStale):
+		out, outcome = ErrRevocationStale, outcomeStale
 	case ctx.Err() != nil:
 		out, outcome = ErrUpstream, outcomeCancelled
 	case errorCategory(err) == "timeout":
