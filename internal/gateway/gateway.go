@@ -35,8 +35,9 @@
 // authenticates it. Revocations are durable in the [Store], kept until the
 // token's own exp (plus leeway and an hour of grace) and checked on every
 // request against an in-memory set that the revoking replica updates at
-// once and other replicas refresh from the store every
-// [Options.PollInterval]. Revoking a token also cuts its requests in
+// once and other replicas as soon as the store tells them
+// ([Gateway.ApplyRevocation], e.g. PostgreSQL LISTEN/NOTIFY) and, as the
+// fallback, from the store every [Options.PollInterval]. Revoking a token also cuts its requests in
 // flight, streams included.
 //
 // # Format
@@ -364,6 +365,7 @@ type Gateway struct {
 	// successful poll; freshened wakes the staleness watcher after one.
 	freshAt   atomic.Int64
 	freshened chan struct{}
+	pollNow   chan struct{} // see PollNow
 
 	stop      context.CancelFunc
 	done      chan struct{}
@@ -446,6 +448,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		metrics:   newMetrics(names),
 		done:      make(chan struct{}),
 		freshened: make(chan struct{}, 1),
+		pollNow:   make(chan struct{}, 1),
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
@@ -571,6 +574,7 @@ func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
 	if err := g.store.RecordToken(ctx, rec); err != nil {
 		return Minted{}, fmt.Errorf("gateway: record token: %w", err)
 	}
+
 	g.metrics.minted.Inc()
 	g.log.InfoContext(ctx, "gateway token minted", "jti", c.ID, "providers", c.Providers, "models", c.Models,
 		"run_id", c.RunID, "tenant", c.Tenant, "agent", c.Agent, "expires_at", c.ExpiresAt.Time)

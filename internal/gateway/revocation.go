@@ -190,6 +190,7 @@ func (g *Gateway) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-g.pollNow:
 		}
 		// A poll that hangs (a partitioned database) must not outlive
 		// the staleness bound, or the view could not become current
@@ -204,6 +205,33 @@ func (g *Gateway) run(ctx context.Context) {
 			g.prune(pctx, now)
 		}
 		cancel()
+	}
+}
+
+// ApplyRevocation applies a revocation made on another replica, as a
+// store notification announces it (see the PostgreSQL store's
+// ListenGatewayRevocations): the token is refused from now on and its
+// requests in flight are cut. Only JTI and ExpiresAt are used; a
+// revocation whose token can no longer verify is ignored. The poller
+// still finds it in the store, which is what makes delivery certain;
+// this makes it fast. Safe for concurrent use.
+func (g *Gateway) ApplyRevocation(rev Revocation) {
+	if rev.JTI == "" || g.now().After(rev.ExpiresAt.Add(g.leeway)) || g.revoked.has(rev.JTI) {
+		return
+	}
+	if n := g.apply(rev); n > 0 {
+		g.log.Info("revoked token's requests cancelled", "jti", rev.JTI, "cancelled_requests", n)
+	}
+	g.metrics.revocations.Set(float64(g.revoked.len()))
+}
+
+// PollNow asks the poller to read the store's revocations now instead of
+// at its next tick, e.g. when a notification listener (re)starts and may
+// have missed some. It does not wait.
+func (g *Gateway) PollNow() {
+	select {
+	case g.pollNow <- struct{}{}:
+	default:
 	}
 }
 
