@@ -17,6 +17,8 @@
 //	provider configured              else 404 unknown provider <p>
 //	a token presented (only one)     else 401 missing gateway token
 //	token verifies                   else 401 invalid gateway token: <reason>
+//	token minted (jti in the store)  else 401 invalid gateway token: not minted by this gateway
+//	                                   (503 ...: cannot be checked now, if the store does not answer)
 //	provider in the token's scope    else 403 token not valid for provider <p>
 //	revocation view current          else 503 gateway revocation view is stale
 //	token not revoked                else 401 gateway token revoked
@@ -25,7 +27,9 @@
 //
 // Refusals are text/plain, one line, from that finite set; reasons are
 // expired, not yet valid, bad signature, malformed, wrong issuer, wrong
-// audience, unexpected algorithm, unknown key id and conflicting tokens.
+// audience, unexpected algorithm, unknown key id, conflicting tokens,
+// lifetime over the maximum, not minted by this gateway and cannot be
+// checked now.
 // Upstream failures answer 502 "upstream unavailable" or 504 "upstream
 // timeout". No response and no log line ever holds a real key, a token or
 // the upstream URL.
@@ -64,7 +68,10 @@
 //	 "tenant":"agents","agent":"run-1","run_id":"r1"}
 //
 // Times are NumericDates in whole seconds. jti is base64url of 16 random
-// bytes. exp, jti and providers are required; models, tenant, agent and
+// bytes. exp, iat, jti and providers are required, exp - iat is at most
+// [MaxTokenTTL] (24 h), and the jti must be recorded in the [Store] with
+// the same exp, iat, providers, run_id, tenant and agent (so a token
+// signed with a leaked key is still refused); models, tenant, agent and
 // run_id are optional. exp and nbf are checked with a leeway
 // ([Options.Leeway], default 5 s, at most 5 min; serve flag
 // --gateway-clock-leeway).
@@ -110,6 +117,15 @@ var (
 	ErrTokenAudience    = fmt.Errorf("%w: wrong audience", ErrInvalidToken)
 	ErrTokenAlgorithm   = fmt.Errorf("%w: unexpected algorithm", ErrInvalidToken)
 	ErrTokenUnknownKey  = fmt.Errorf("%w: unknown key id", ErrInvalidToken)
+	// ErrTokenLifetime: exp - iat is over [MaxTokenTTL], more than the
+	// admin plane mints.
+	ErrTokenLifetime = fmt.Errorf("%w: lifetime over the maximum", ErrInvalidToken)
+	// ErrTokenNotMinted: no minted token is recorded with this jti and
+	// these claims (the signing key has leaked, or the record was pruned).
+	ErrTokenNotMinted = fmt.Errorf("%w: not minted by this gateway", ErrInvalidToken)
+	// ErrTokenUnchecked: the store could not be asked whether the jti
+	// was minted; the token is refused (503, fail closed) until it can.
+	ErrTokenUnchecked = fmt.Errorf("%w: cannot be checked now", ErrInvalidToken)
 	// ErrTokenConflict: two different tokens in one request.
 	ErrTokenConflict = fmt.Errorf("%w: conflicting tokens", ErrInvalidToken)
 	// ErrForbidden is the parent of the scope refusals.
@@ -148,6 +164,8 @@ func HTTPStatusFor(err error) int {
 		return http.StatusOK
 	case errors.Is(err, ErrUnknownProvider), errors.Is(err, ErrNotFound):
 		return http.StatusNotFound
+	case errors.Is(err, ErrTokenUnchecked):
+		return http.StatusServiceUnavailable
 	case errors.Is(err, ErrMissingToken), errors.Is(err, ErrInvalidToken), errors.Is(err, ErrRevoked):
 		return http.StatusUnauthorized
 	case errors.Is(err, ErrForbidden):
@@ -205,7 +223,9 @@ type Revocation struct {
 // Store persists minted-token records and revocations. Implementations
 // must be safe for concurrent use and durable when a write returns.
 //
-// RecordToken stores a minted token's record. RevokeToken revokes a
+// RecordToken stores a minted token's record. LookupToken returns the
+// record of jti (times in whole seconds), or [ErrNotFound] if none is
+// recorded (never minted, or pruned). RevokeToken revokes a
 // recorded jti and returns its revocation; revoking again returns the
 // first revocation unchanged; a jti not recorded (or already pruned)
 // returns [ErrNotFound]. ListRevocations returns every revocation with
@@ -215,6 +235,7 @@ type Revocation struct {
 // ExpiresAt is before before and returns how many rows it deleted.
 type Store interface {
 	RecordToken(ctx context.Context, rec TokenRecord) error
+	LookupToken(ctx context.Context, jti string) (TokenRecord, error)
 	RevokeToken(ctx context.Context, jti string, at time.Time) (Revocation, error)
 	ListRevocations(ctx context.Context, sinceExclusive int64) ([]Revocation, error)
 	PruneExpired(ctx context.Context, before time.Time) (int64, error)
@@ -311,7 +332,8 @@ type Options struct {
 	// revocation made elsewhere is honoured sooner); longer rides out
 	// brief database blips.
 	MaxStaleness time.Duration
-	// VerifyCacheSize bounds the cache of already verified tokens. Default
+	// VerifyCacheSize bounds the cache of already verified tokens, and
+	// the cache of jtis found minted in the Store. Default
 	// 100000; negative disables it (every request checks a signature).
 	VerifyCacheSize int
 	// UpstreamProxy chooses an HTTP proxy for upstream requests. Nil (the
@@ -349,6 +371,7 @@ type Gateway struct {
 	verifier  *Verifier
 	keys      *keyFiles
 	revoked   *revocationSet
+	minted    *mintedTokens
 	inflight  *inflightSet
 	transport *http.Transport
 	proxy     *httputil.ReverseProxy
@@ -438,6 +461,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		verifier:  verifier,
 		keys:      newKeyFiles(opts.KeysDir, names, lg),
 		revoked:   newRevocationSet(),
+		minted:    newMintedTokens(tc.CacheSize),
 		inflight:  newInflightSet(),
 		transport: newTransport(opts.UpstreamProxy, opts.ResponseHeaderTimeout),
 		now:       opts.Now,
@@ -574,7 +598,7 @@ func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
 	if err := g.store.RecordToken(ctx, rec); err != nil {
 		return Minted{}, fmt.Errorf("gateway: record token: %w", err)
 	}
-
+	g.remember(rec)
 	g.metrics.minted.Inc()
 	g.log.InfoContext(ctx, "gateway token minted", "jti", c.ID, "providers", c.Providers, "models", c.Models,
 		"run_id", c.RunID, "tenant", c.Tenant, "agent", c.Agent, "expires_at", c.ExpiresAt.Time)

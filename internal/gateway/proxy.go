@@ -245,7 +245,13 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	claims, err := g.verifier.Verify(tok)
+	if err == nil {
+		err = g.checkMinted(r.Context(), claims)
+	}
 	if err != nil {
+		if errors.Is(err, ErrTokenUnchecked) {
+			w.Header().Set("Retry-After", g.retryAfter())
+		}
 		g.refuse(w, r, name, "", err)
 		return
 	}

@@ -10,9 +10,11 @@ import (
 	"time"
 )
 
-func (m *memStore) setListErr(err error) {
+// setErrs makes ListRevocations and LookupToken fail with these errors
+// (nil: answer).
+func (m *memStore) setErrs(list, lookup error) {
 	m.mu.Lock()
-	m.listErr = err
+	m.listErr, m.lookupErr = list, lookup
 	m.mu.Unlock()
 }
 
@@ -48,7 +50,7 @@ func TestStaleRevocationViewFailsClosed(t *testing.T) {
 	}
 
 	down := time.Now()
-	e.store.setListErr(errors.New("connection refused"))
+	e.store.setErrs(errors.New("connection refused"), nil)
 	select {
 	case <-upstreamDone:
 	case <-time.After(bound + time.Second):
@@ -68,7 +70,7 @@ func TestStaleRevocationViewFailsClosed(t *testing.T) {
 		t.Error("the log holds the token")
 	}
 
-	e.store.setListErr(nil)
+	e.store.setErrs(nil, nil)
 	eventually(t, "the gateway to serve again once the store answers", func() bool {
 		code, _, _ := e.do(t, "POST", "/openai/v1/chat/completions", bearer(m.Token), "{}")
 		return code != http.StatusServiceUnavailable

@@ -87,6 +87,25 @@ func (d *DB) RecordToken(ctx context.Context, r gateway.TokenRecord) error {
 	return nil
 }
 
+// LookupToken implements gateway.Store. Times come back in UTC, whole
+// seconds.
+func (d *DB) LookupToken(ctx context.Context, jti string) (gateway.TokenRecord, error) {
+	r := gateway.TokenRecord{JTI: jti}
+	var issued, expires int64
+	err := d.pool.QueryRow(ctx,
+		`SELECT issued_at, expires_at, providers, run_id, tenant, agent FROM gateway_tokens WHERE jti = $1`, jti).
+		Scan(&issued, &expires, &r.Providers, &r.RunID, &r.Tenant, &r.Agent)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return gateway.TokenRecord{}, gateway.ErrNotFound
+	}
+	if err != nil {
+		return gateway.TokenRecord{}, fmt.Errorf("postgres: look up gateway token: %w", err)
+	}
+	r.IssuedAt = time.Unix(issued, 0).UTC()
+	r.ExpiresAt = time.Unix(expires, 0).UTC()
+	return r, nil
+}
+
 // RevokeToken implements gateway.Store. Times come back in UTC, whole
 // seconds. A first revocation waits for every revocation in progress to
 // commit or roll back (see gatewaySchema); revoking again does not.
