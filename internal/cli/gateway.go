@@ -33,6 +33,7 @@ func newGateway(ctx context.Context, cfg ServeConfig, db gateway.Store, reg prom
 	}
 	return gateway.New(ctx, gateway.Options{
 		Store: db, Providers: providers, KeysDir: cfg.GatewayKeysDir,
-		SigningKey: key, Log: log, Metrics: reg,
+		SigningKey: key, Leeway: cfg.gatewayLeeway(), MaxStaleness: cfg.GatewayRevocationMaxStaleness,
+		Log: log, Metrics: reg,
 	})
 }

@@ -38,6 +38,12 @@ func newPGReplicas(t *testing.T) *pgReplicas {
 // start runs replica name with the shared keys in keysDir (made by
 // `custody keys init` if missing) until stop or the test's end.
 func (p *pgReplicas) start(name, keysDir string) (r replica, stop func()) {
+	return p.startWith(name, keysDir, p.db)
+}
+
+// startWith is start with the database at db (the test's schema, perhaps
+// through a proxy) and extra serve flags, which override the defaults.
+func (p *pgReplicas) startWith(name, keysDir, db string, extra ...string) (r replica, stop func()) {
 	t := p.t
 	if code, out, errs := runCLI(t, context.Background(), envMap(nil), "", "keys", "init", "--dir", keysDir); code != 0 {
 		t.Fatalf("keys init = %d %s %s", code, out, errs)
@@ -47,11 +53,12 @@ func (p *pgReplicas) start(name, keysDir string) (r replica, stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		code, _, stderr := runCLI(t, ctx, envMap(map[string]string{"CUSTODY_DATABASE_URL": p.db}), "", "serve", "--kubernetes-auth=false",
-			"--static-tokens-file="+filepath.Join(p.dir, "tokens.yaml"), "--listen="+r.api, "--admin-listen="+r.admin,
-			"--admin-token-file="+filepath.Join(p.dir, "admin"), "--gateway-listen=", "--metrics-listen="+r.metrics,
-			"--signer-key-file="+filepath.Join(keysDir, signerKeyFile),
-			"--data-dir="+filepath.Join(p.dir, name), "--log-level=error")
+		args := append([]string{"serve", "--kubernetes-auth=false",
+			"--static-tokens-file=" + filepath.Join(p.dir, "tokens.yaml"), "--listen=" + r.api, "--admin-listen=" + r.admin,
+			"--admin-token-file=" + filepath.Join(p.dir, "admin"), "--gateway-listen=", "--metrics-listen=" + r.metrics,
+			"--signer-key-file=" + filepath.Join(keysDir, signerKeyFile),
+			"--data-dir=" + filepath.Join(p.dir, name), "--log-level=error"}, extra...)
+		code, _, stderr := runCLI(t, ctx, envMap(map[string]string{"CUSTODY_DATABASE_URL": db}), "", args...)
 		if code != 0 && ctx.Err() == nil {
 			t.Errorf("serve %s exit %d: %s", name, code, stderr)
 		}

@@ -190,6 +190,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 			return err
 		}
 		defer gw.Close()
+		followGatewayRevocations(ctx, db, gw, log)
 		servers = append(servers, &namedServer{name: "gateway", addr: cfg.GatewayListen, handler: gw.DataHandler()})
 	}
 	if cfg.AdminTokenFile != "" || len(cfg.AdminServiceAccounts) > 0 {

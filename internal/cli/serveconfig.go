@@ -46,6 +46,18 @@ type ServeConfig struct {
 	// NAME=[METHOD ]PATH (see gateway.DefaultAllowPaths for the rule
 	// syntax and the defaults), e.g. "openai=POST /v1/audio/speech".
 	GatewayAllowPaths []string
+	// GatewayClockLeeway is the clock skew allowed on gateway tokens' exp
+	// and nbf between the replica that minted a token and the one that
+	// checks it: at most 5m, 0 for none. Default 5s. A larger value admits
+	// replicas whose clocks lag further, but keeps every token usable that
+	// much past its exp.
+	GatewayClockLeeway time.Duration
+	// GatewayRevocationMaxStaleness bounds the age of a replica's view of
+	// gateway revocations (time since its last successful poll of the
+	// store, every second); past it the gateway refuses every request
+	// with 503 and cuts its streams until the store answers again.
+	// Between 2s and 1h. Default 5s.
+	GatewayRevocationMaxStaleness time.Duration
 	// AdminServiceAccounts are service accounts ("NS:NAME") whose
 	// projected token, with audience AdminAudience and checked by
 	// TokenReview, is accepted on the admin listener besides the static
@@ -165,6 +177,10 @@ func Defaults() ServeConfig {
 		ReadTimeout:          60 * time.Second,
 		LogLevel:             "info",
 		LogFormat:            "text",
+
+		// The gateway's token and revocation checks.
+		GatewayClockLeeway:            gateway.DefaultLeeway,
+		GatewayRevocationMaxStaleness: 5 * time.Second,
 	}
 }
 
@@ -179,6 +195,8 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.GatewaySigningKey, "gateway-signing-key", c.GatewaySigningKey, "Ed25519 PKCS#8 PEM file for gateway tokens, created if missing (default <data-dir>/gateway-ed25519.pem)")
 	fs.StringSliceVar(&c.GatewayProviders, "gateway-provider", c.GatewayProviders, "add or override a provider: NAME=URL or NAME=KIND:URL, KIND anthropic|openai|gemini (repeatable)")
 	fs.StringSliceVar(&c.GatewayAllowPaths, "gateway-allow-path", c.GatewayAllowPaths, "let a provider forward one more endpoint: NAME=[METHOD ]PATH, * one path segment, ** (last) the rest, e.g. 'openai=POST /v1/audio/speech' (repeatable); by default only the SDKs' inference endpoints are forwarded")
+	fs.DurationVar(&c.GatewayClockLeeway, "gateway-clock-leeway", c.GatewayClockLeeway, "clock skew allowed on gateway tokens' exp and nbf between the minting replica and this one (0 to 5m; 0: none); larger admits laggier clocks but keeps every token usable that much past its exp")
+	fs.DurationVar(&c.GatewayRevocationMaxStaleness, "gateway-revocation-max-staleness", c.GatewayRevocationMaxStaleness, "longest time without a successful revocation poll of the store (every 1s) before the gateway fails closed: 503 'gateway revocation view is stale' and streams cut until the store answers (2s to 1h); shorter honours other replicas' revocations sooner in an outage, longer rides out database blips")
 	fs.StringSliceVar(&c.AdminServiceAccounts, "admin-service-accounts", c.AdminServiceAccounts, "service accounts (NS:NAME) whose projected token (audience --admin-audience, checked by TokenReview) is accepted on the admin listener")
 	fs.StringVar(&c.AdminAudience, "admin-audience", c.AdminAudience, "audience admin callers' projected tokens must carry")
 	fs.BoolVar(&c.Signer, "signer", c.Signer, "serve the signer: /v1/signer/ on --listen, its admin routes (approvals, bundles, trust) on --admin-listen")
@@ -277,6 +295,12 @@ func (c *ServeConfig) Validate() error {
 	if c.ReadTimeout <= 0 {
 		errs = append(errs, errors.New("--read-timeout must be positive"))
 	}
+	if c.GatewayClockLeeway < 0 || c.GatewayClockLeeway > gateway.MaxLeeway {
+		errs = append(errs, fmt.Errorf("--gateway-clock-leeway %v: must be between 0 and %v", c.GatewayClockLeeway, gateway.MaxLeeway))
+	}
+	if c.GatewayRevocationMaxStaleness < 2*time.Second || c.GatewayRevocationMaxStaleness > time.Hour {
+		errs = append(errs, fmt.Errorf("--gateway-revocation-max-staleness %v: must be between 2s and 1h", c.GatewayRevocationMaxStaleness))
+	}
 	if c.KeyCacheTTL < 0 {
 		errs = append(errs, errors.New("--key-cache-ttl must not be negative"))
 	}
@@ -287,6 +311,15 @@ func (c *ServeConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// gatewayLeeway is GatewayClockLeeway as a [gateway.Options] Leeway,
+// where zero means the default.
+func (c *ServeConfig) gatewayLeeway() time.Duration {
+	if c.GatewayClockLeeway == 0 {
+		return gateway.NoLeeway
+	}
+	return c.GatewayClockLeeway
 }
 
 // providers parses GatewayProviders.

@@ -61,3 +61,19 @@ func followRevocations(ctx context.Context, db store, keys *apikey.Service, log 
 		}
 	}()
 }
+
+// followGatewayRevocations applies gateway tokens revoked on other
+// replicas as soon as PostgreSQL tells (LISTEN/NOTIFY), until ctx ends;
+// the gateway's poll of the store is the fallback. SQLite is one
+// process's: nothing to follow.
+func followGatewayRevocations(ctx context.Context, db store, gw *gateway.Gateway, log *slog.Logger) {
+	pg, ok := db.(*postgres.DB)
+	if !ok {
+		return
+	}
+	go func() {
+		if err := pg.ListenGatewayRevocations(ctx, gw.ApplyRevocation, gw.PollNow, log); err != nil && ctx.Err() == nil {
+			log.ErrorContext(ctx, "following gateway revocations stopped; other replicas' revocations take up to a poll interval", "err", err)
+		}
+	}()
+}

@@ -17,7 +17,10 @@
 //	provider configured              else 404 unknown provider <p>
 //	a token presented (only one)     else 401 missing gateway token
 //	token verifies                   else 401 invalid gateway token: <reason>
+//	token minted (jti in the store)  else 401 invalid gateway token: not minted by this gateway
+//	                                   (503 ...: cannot be checked now, if the store does not answer)
 //	provider in the token's scope    else 403 token not valid for provider <p>
+//	revocation view current          else 503 gateway revocation view is stale
 //	token not revoked                else 401 gateway token revoked
 //	method and path allowed for <p>  else 403 path not allowed for provider <p>: <class>
 //	model in the token's models      else 403 token not valid for model <m>
@@ -29,7 +32,9 @@
 // text/plain, one line, from that finite set, and carry
 // "x-should-retry: false" (a 429 or 503 would carry Retry-After); reasons are
 // expired, not yet valid, bad signature, malformed, wrong issuer, wrong
-// audience, unexpected algorithm, unknown key id and conflicting tokens.
+// audience, unexpected algorithm, unknown key id, conflicting tokens,
+// lifetime over the maximum, not minted by this gateway and cannot be
+// checked now.
 // Upstream failures answer 502 "upstream unavailable" or 504 "upstream
 // timeout". No response and no log line ever holds a real key, a token or
 // the upstream URL: the upstream is asked for identity encoding (a
@@ -43,12 +48,13 @@
 // authenticates it. Revocations are durable in the [Store], kept until the
 // token's own exp (plus leeway and an hour of grace) and checked on every
 // request against an in-memory set that the revoking replica updates at
-// once and other replicas refresh from the store every
-// [Options.PollInterval]. Revoking a token also cuts its requests in
-// flight, streams included: a server-sent event stream ends, after its
-// last whole event, with the provider's own in-stream error event
-// carrying "gateway token revoked" (so each SDK raises a typed API error,
-// not an unexpected EOF); any other body is cut.
+// once and other replicas as soon as the store tells them
+// ([Gateway.ApplyRevocation], e.g. PostgreSQL LISTEN/NOTIFY) and, as the
+// fallback, from the store every [Options.PollInterval]. Revoking a token
+// also cuts its requests in flight, streams included: a server-sent event
+// stream ends, after its last whole event, with the provider's own
+// in-stream error event carrying "gateway token revoked" (so each SDK
+// raises a typed API error, not an unexpected EOF); any other body is cut.
 //
 // # Format
 //
@@ -74,9 +80,13 @@
 //	 "tenant":"agents","agent":"run-1","run_id":"r1"}
 //
 // Times are NumericDates in whole seconds. jti is base64url of 16 random
-// bytes. exp, jti and providers are required; models, tenant, agent and
-// run_id are optional. exp and nbf are checked with a leeway (default
-// 5 s).
+// bytes. exp, iat, jti and providers are required, exp - iat is at most
+// [MaxTokenTTL] (24 h), and the jti must be recorded in the [Store] with
+// the same exp, iat, providers, run_id, tenant and agent (so a token
+// signed with a leaked key is still refused); models, tenant, agent and
+// run_id are optional. exp and nbf are checked with a leeway
+// ([Options.Leeway], default 5 s, at most 5 min; serve flag
+// --gateway-clock-leeway).
 package gateway
 
 import (
@@ -92,6 +102,7 @@ import (
 	"regexp"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -118,6 +129,15 @@ var (
 	ErrTokenAudience    = fmt.Errorf("%w: wrong audience", ErrInvalidToken)
 	ErrTokenAlgorithm   = fmt.Errorf("%w: unexpected algorithm", ErrInvalidToken)
 	ErrTokenUnknownKey  = fmt.Errorf("%w: unknown key id", ErrInvalidToken)
+	// ErrTokenLifetime: exp - iat is over [MaxTokenTTL], more than the
+	// admin plane mints.
+	ErrTokenLifetime = fmt.Errorf("%w: lifetime over the maximum", ErrInvalidToken)
+	// ErrTokenNotMinted: no minted token is recorded with this jti and
+	// these claims (the signing key has leaked, or the record was pruned).
+	ErrTokenNotMinted = fmt.Errorf("%w: not minted by this gateway", ErrInvalidToken)
+	// ErrTokenUnchecked: the store could not be asked whether the jti
+	// was minted; the token is refused (503, fail closed) until it can.
+	ErrTokenUnchecked = fmt.Errorf("%w: cannot be checked now", ErrInvalidToken)
 	// ErrTokenConflict: two different tokens in one request.
 	ErrTokenConflict = fmt.Errorf("%w: conflicting tokens", ErrInvalidToken)
 	// ErrForbidden is the parent of the scope refusals.
@@ -133,6 +153,10 @@ var (
 	// goes on with the provider and the path class, e.g. "path not
 	// allowed for provider openai: files".
 	ErrPathNotAllowed = errors.New("path not allowed for provider")
+	// ErrRevocationStale: this replica's view of revocations is older
+	// than [Options.MaxStaleness] (the store has not answered), so it
+	// cannot tell whether any token is revoked.
+	ErrRevocationStale = errors.New("gateway revocation view is stale")
 	// ErrNoProviderKey: the key file for the provider is missing or empty.
 	ErrNoProviderKey = errors.New("gateway holds no key for provider")
 	// ErrUpstream: the provider could not be reached or failed mid-way.
@@ -157,6 +181,8 @@ func HTTPStatusFor(err error) int {
 		return http.StatusOK
 	case errors.Is(err, ErrUnknownProvider), errors.Is(err, ErrNotFound):
 		return http.StatusNotFound
+	case errors.Is(err, ErrTokenUnchecked):
+		return http.StatusServiceUnavailable
 	case errors.Is(err, ErrMissingToken), errors.Is(err, ErrInvalidToken), errors.Is(err, ErrRevoked):
 		return http.StatusUnauthorized
 	case errors.Is(err, ErrForbidden), errors.Is(err, ErrPathNotAllowed):
@@ -167,7 +193,7 @@ func HTTPStatusFor(err error) int {
 		return http.StatusGatewayTimeout
 	case errors.Is(err, ErrBadGrant):
 		return http.StatusBadRequest
-	case errors.Is(err, ErrCannotMint):
+	case errors.Is(err, ErrCannotMint), errors.Is(err, ErrRevocationStale):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -179,7 +205,7 @@ func HTTPStatusFor(err error) int {
 func refusalFor(err error) (int, string) {
 	status := HTTPStatusFor(err)
 	for _, s := range []error{ErrUnknownProvider, ErrMissingToken, ErrInvalidToken, ErrForbidden, ErrRevoked,
-		ErrPathNotAllowed, ErrNoProviderKey, ErrUpstream, ErrUpstreamTimeout} {
+		ErrRevocationStale, ErrPathNotAllowed, ErrNoProviderKey, ErrUpstream, ErrUpstreamTimeout} {
 		if errors.Is(err, s) {
 			return status, err.Error()
 		}
@@ -214,7 +240,9 @@ type Revocation struct {
 // Store persists minted-token records and revocations. Implementations
 // must be safe for concurrent use and durable when a write returns.
 //
-// RecordToken stores a minted token's record. RevokeToken revokes a
+// RecordToken stores a minted token's record. LookupToken returns the
+// record of jti (times in whole seconds), or [ErrNotFound] if none is
+// recorded (never minted, or pruned). RevokeToken revokes a
 // recorded jti and returns its revocation; revoking again returns the
 // first revocation unchanged; a jti not recorded (or already pruned)
 // returns [ErrNotFound]. ListRevocations returns every revocation with
@@ -224,6 +252,7 @@ type Revocation struct {
 // ExpiresAt is before before and returns how many rows it deleted.
 type Store interface {
 	RecordToken(ctx context.Context, rec TokenRecord) error
+	LookupToken(ctx context.Context, jti string) (TokenRecord, error)
 	RevokeToken(ctx context.Context, jti string, at time.Time) (Revocation, error)
 	ListRevocations(ctx context.Context, sinceExclusive int64) ([]Revocation, error)
 	PruneExpired(ctx context.Context, before time.Time) (int64, error)
@@ -295,8 +324,12 @@ type Options struct {
 	// Audience is the aud claim minted and required. Default
 	// "custody-gateway".
 	Audience string
-	// Leeway is the clock skew allowed on exp and nbf. Default 5 s;
-	// negative is an error.
+	// Leeway is the clock skew allowed on exp and nbf between the replica
+	// that minted a token and this one. Zero means [DefaultLeeway] (5 s);
+	// [NoLeeway] means none; other negative values and values over
+	// [MaxLeeway] (5 min) are errors. A larger leeway admits replicas
+	// whose clocks lag further, at the cost of every token (revoked or
+	// not) staying usable that much past its exp.
 	Leeway time.Duration
 	// SigningKey is the Ed25519 key tokens are minted with (see
 	// [LoadOrCreateSigningKey]); its public key is also accepted. This is
@@ -312,7 +345,18 @@ type Options struct {
 	// PollInterval is how often the store is polled for revocations made
 	// by other replicas and the key files are checked. Default 1 s.
 	PollInterval time.Duration
-	// VerifyCacheSize bounds the cache of already verified tokens. Default
+	// MaxStaleness bounds the age of this replica's view of revocations:
+	// the time since the last successful poll of the store. Past it the
+	// gateway fails closed: every request is refused with 503 "gateway
+	// revocation view is stale" (with Retry-After) and every request in
+	// flight, streams included, is cut, until a poll succeeds again.
+	// Zero means 5 × PollInterval but at least 2 s (5 s by default); it
+	// must be at least 2 × PollInterval. Shorter refuses sooner on a store outage (a
+	// revocation made elsewhere is honoured sooner); longer rides out
+	// brief database blips.
+	MaxStaleness time.Duration
+	// VerifyCacheSize bounds the cache of already verified tokens, and
+	// the cache of jtis found minted in the Store. Default
 	// 100000; negative disables it (every request checks a signature).
 	VerifyCacheSize int
 	// UpstreamProxy chooses an HTTP proxy for upstream requests. Nil (the
@@ -351,16 +395,24 @@ type Gateway struct {
 	verifier  *Verifier
 	keys      *keyFiles
 	revoked   *revocationSet
+	minted    *mintedTokens
 	inflight  *inflightSet
 	transport *http.Transport
 	proxy     *httputil.ReverseProxy
 	now       func() time.Time
 	leeway    time.Duration
 	poll      time.Duration
+	maxStale  time.Duration
 	log       *slog.Logger
 	metrics   *metrics
 
 	cursor int64 // largest revocation Seq applied; owned by the poller
+
+	// freshAt is g.now() in Unix nanoseconds at the start of the last
+	// successful poll; freshened wakes the staleness watcher after one.
+	freshAt   atomic.Int64
+	freshened chan struct{}
+	pollNow   chan struct{} // see PollNow
 
 	stop      context.CancelFunc
 	done      chan struct{}
@@ -378,6 +430,12 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	if opts.PollInterval == 0 {
 		opts.PollInterval = time.Second
+	}
+	switch {
+	case opts.MaxStaleness == 0:
+		opts.MaxStaleness = max(5*opts.PollInterval, 2*time.Second)
+	case opts.MaxStaleness < 2*opts.PollInterval:
+		return nil, fmt.Errorf("gateway: MaxStaleness %v is under 2 × PollInterval (%v)", opts.MaxStaleness, opts.PollInterval)
 	}
 	if opts.ResponseHeaderTimeout == 0 {
 		opts.ResponseHeaderTimeout = 10 * time.Minute
@@ -427,14 +485,18 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		verifier:  verifier,
 		keys:      newKeyFiles(opts.KeysDir, names, lg),
 		revoked:   newRevocationSet(),
+		minted:    newMintedTokens(tc.CacheSize),
 		inflight:  newInflightSet(),
 		transport: newTransport(opts.UpstreamProxy, opts.ResponseHeaderTimeout),
 		now:       opts.Now,
-		leeway:    tc.Leeway,
+		leeway:    tc.leeway(),
 		poll:      opts.PollInterval,
+		maxStale:  opts.MaxStaleness,
 		log:       lg,
 		metrics:   newMetrics(names),
 		done:      make(chan struct{}),
+		freshened: make(chan struct{}, 1),
+		pollNow:   make(chan struct{}, 1),
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
@@ -564,6 +626,7 @@ func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
 	if err := g.store.RecordToken(ctx, rec); err != nil {
 		return Minted{}, fmt.Errorf("gateway: record token: %w", err)
 	}
+	g.remember(rec)
 	g.metrics.minted.Inc()
 	g.log.InfoContext(ctx, "gateway token minted", "jti", c.ID, "providers", c.Providers, "models", c.Models,
 		"run_id", c.RunID, "tenant", c.Tenant, "agent", c.Agent, "expires_at", c.ExpiresAt.Time)

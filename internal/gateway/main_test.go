@@ -29,6 +29,9 @@ type memStore struct {
 	revs    []Revocation
 	seq     int64
 	listErr error
+	// lookupErr, if set, fails LookupToken; lookups counts the others.
+	lookupErr error
+	lookups   int
 }
 
 func newMemStore() *memStore { return &memStore{tokens: map[string]TokenRecord{}} }
@@ -38,6 +41,20 @@ func (m *memStore) RecordToken(_ context.Context, r TokenRecord) error {
 	defer m.mu.Unlock()
 	m.tokens[r.JTI] = r
 	return nil
+}
+
+func (m *memStore) LookupToken(_ context.Context, jti string) (TokenRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lookupErr != nil {
+		return TokenRecord{}, m.lookupErr
+	}
+	m.lookups++
+	r, ok := m.tokens[jti]
+	if !ok {
+		return TokenRecord{}, ErrNotFound
+	}
+	return r, nil
 }
 
 func (m *memStore) RevokeToken(_ context.Context, jti string, at time.Time) (Revocation, error) {

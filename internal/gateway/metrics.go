@@ -16,6 +16,7 @@ const (
 	outcomeInvalidToken    = "invalid_token"
 	outcomeForbidden       = "forbidden"
 	outcomeRevoked         = "revoked"
+	outcomeStale           = "revocation_stale"
 	outcomeNoKey           = "no_key"
 	outcomeUpstreamError   = "upstream_error"
 	outcomeCancelled       = "cancelled"
@@ -101,6 +102,8 @@ func outcomeFor(err error) string {
 		return outcomeForbidden
 	case errors.Is(err, ErrRevoked):
 		return outcomeRevoked
+	case errors.Is(err, ErrRevocationStale):
+		return outcomeStale
 	case errors.Is(err, ErrNoProviderKey):
 		return outcomeNoKey
 	case errors.Is(err, ErrPathNotAllowed):

@@ -244,7 +244,13 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	claims, err := g.verifier.Verify(tok)
+	if err == nil {
+		err = g.checkMinted(r.Context(), claims)
+	}
 	if err != nil {
+		if errors.Is(err, ErrTokenUnchecked) {
+			w.Header().Set("Retry-After", g.retryAfter())
+		}
 		g.refuse(w, r, name, "", err)
 		return
 	}
@@ -259,6 +265,11 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 	defer cancel(nil)
 	e := g.inflight.add(jti, cancel)
 	defer g.inflight.remove(jti, e)
+	if g.stale() {
+		w.Header().Set("Retry-After", g.retryAfter())
+		g.refuse(w, r, name, jti, ErrRevocationStale)
+		return
+	}
 	if g.revoked.has(jti) {
 		g.refuse(w, r, name, jti, ErrRevoked)
 		return
@@ -306,6 +317,8 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		g.metrics.inflight.Dec()
 		if errors.Is(context.Cause(ctx), ErrRevoked) {
 			st.outcome = outcomeRevoked
+		} else if errors.Is(context.Cause(ctx), ErrRevocationStale) {
+			st.outcome = outcomeStale
 		}
 		g.metrics.request(name, st.outcome)
 	}()
@@ -547,6 +560,8 @@ func (g *Gateway) proxyError(w http.ResponseWriter, r *http.Request, err error) 
 	switch {
 	case errors.Is(context.Cause(ctx), ErrRevoked):
 		out, outcome = ErrRevoked, outcomeRevoked
+	case errors.Is(context.Cause(ctx), ErrRevocationStale):
+		out, outcome = ErrRevocationStale, outcomeStale
 	case ctx.Err() != nil:
 		out, outcome = ErrUpstream, outcomeCancelled
 	case errorCategory(err) == "timeout":

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -106,10 +107,81 @@ func (s *inflightSet) cancel(jti string) int {
 	return len(set)
 }
 
+// cancelAll cancels every request in flight, of every jti, with cause and
+// returns how many.
+func (s *inflightSet) cancelAll(cause error) int {
+	s.mu.Lock()
+	all := s.m
+	s.m = make(map[string]map[*inflight]struct{})
+	s.mu.Unlock()
+	n := 0
+	for _, set := range all {
+		for e := range set {
+			e.cancel(cause)
+			n++
+		}
+	}
+	return n
+}
+
+// stale reports whether this replica's view of revocations is older than
+// MaxStaleness: the gateway must then refuse every request.
+func (g *Gateway) stale() bool {
+	return g.now().UnixNano()-g.freshAt.Load() >= int64(g.maxStale)
+}
+
+// markFresh records a successful poll that started at started: the view
+// is current for another MaxStaleness.
+func (g *Gateway) markFresh(started time.Time) {
+	g.freshAt.Store(started.UnixNano())
+	select {
+	case g.freshened <- struct{}{}:
+	default:
+	}
+}
+
+// watchStaleness cuts every request in flight, streams included, when
+// the view becomes stale (MaxStaleness after the last successful poll,
+// whether or not the poller is stuck in a call to the store), once per
+// outage, until ctx is done. New requests are refused by the handler
+// until a poll succeeds.
+func (g *Gateway) watchStaleness(ctx context.Context) {
+	t := time.NewTimer(g.maxStale)
+	defer t.Stop()
+	cut := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-g.freshened:
+			if cut {
+				cut = false
+				g.log.InfoContext(ctx, "gateway revocation view is current again")
+			}
+		case <-t.C:
+		}
+		left := time.Duration(g.freshAt.Load() + int64(g.maxStale) - g.now().UnixNano())
+		if left > 0 {
+			t.Reset(left)
+			continue
+		}
+		if !cut {
+			cut = true
+			n := g.inflight.cancelAll(ErrRevocationStale)
+			g.log.ErrorContext(ctx, "gateway revocation view is stale: refusing every request until the store answers",
+				"max_staleness", g.maxStale, "cancelled_requests", n)
+		}
+		t.Reset(g.maxStale)
+	}
+}
+
 // run is the background poller: revocations from other replicas and key
 // file changes every poll interval, pruning every minute.
 func (g *Gateway) run(ctx context.Context) {
 	defer close(g.done)
+	watched := make(chan struct{})
+	go func() { defer close(watched); g.watchStaleness(ctx) }()
+	defer func() { <-watched }()
 	t := time.NewTicker(g.poll)
 	defer t.Stop()
 	nextPrune := g.now().Add(pruneEvery)
@@ -118,24 +190,60 @@ func (g *Gateway) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-g.pollNow:
 		}
-		if err := g.pollRevocations(ctx); err != nil && ctx.Err() == nil {
-			g.log.WarnContext(ctx, "revocation poll failed", "err", err)
+		// A poll that hangs (a partitioned database) must not outlive
+		// the staleness bound, or the view could not become current
+		// again as soon as the store answers.
+		pctx, cancel := context.WithTimeout(ctx, g.maxStale)
+		if err := g.pollRevocations(pctx); err != nil && ctx.Err() == nil {
+			g.log.WarnContext(ctx, "revocation poll failed", "err", err, "stale", g.stale())
 		}
 		g.keys.refresh(ctx)
 		if now := g.now(); now.After(nextPrune) {
 			nextPrune = now.Add(pruneEvery)
-			g.prune(ctx, now)
+			g.prune(pctx, now)
 		}
+		cancel()
 	}
 }
 
-// pollRevocations applies the revocations committed since the last poll.
+// ApplyRevocation applies a revocation made on another replica, as a
+// store notification announces it (see the PostgreSQL store's
+// ListenGatewayRevocations): the token is refused from now on and its
+// requests in flight are cut. Only JTI and ExpiresAt are used; a
+// revocation whose token can no longer verify is ignored. The poller
+// still finds it in the store, which is what makes delivery certain;
+// this makes it fast. Safe for concurrent use.
+func (g *Gateway) ApplyRevocation(rev Revocation) {
+	if rev.JTI == "" || g.now().After(rev.ExpiresAt.Add(g.leeway)) || g.revoked.has(rev.JTI) {
+		return
+	}
+	if n := g.apply(rev); n > 0 {
+		g.log.Info("revoked token's requests cancelled", "jti", rev.JTI, "cancelled_requests", n)
+	}
+	g.metrics.revocations.Set(float64(g.revoked.len()))
+}
+
+// PollNow asks the poller to read the store's revocations now instead of
+// at its next tick, e.g. when a notification listener (re)starts and may
+// have missed some. It does not wait.
+func (g *Gateway) PollNow() {
+	select {
+	case g.pollNow <- struct{}{}:
+	default:
+	}
+}
+
+// pollRevocations applies the revocations committed since the last poll
+// and, when it succeeds, marks the view fresh as of its start.
 func (g *Gateway) pollRevocations(ctx context.Context) error {
+	started := g.now()
 	revs, err := g.store.ListRevocations(ctx, g.cursor)
 	if err != nil {
 		return fmt.Errorf("gateway: list revocations: %w", err)
 	}
+	defer g.markFresh(started)
 	now := g.now()
 	for _, rev := range revs {
 		if rev.Seq > g.cursor {
@@ -169,4 +277,10 @@ func (g *Gateway) prune(ctx context.Context, now time.Time) {
 	if n > 0 {
 		g.log.DebugContext(ctx, "pruned expired gateway tokens", "rows", n)
 	}
+}
+
+// retryAfter is the Retry-After value, in whole seconds, of a refusal for
+// a stale view: the next poll may make it current.
+func (g *Gateway) retryAfter() string {
+	return strconv.Itoa(int(max(time.Second, g.poll.Round(time.Second)) / time.Second))
 }

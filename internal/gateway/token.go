@@ -26,8 +26,15 @@ const (
 	DefaultIssuer = "custody"
 	// DefaultAudience is the default aud claim.
 	DefaultAudience = "custody-gateway"
-	// DefaultLeeway is the default clock skew allowed on exp and nbf.
+	// DefaultLeeway is the default clock skew allowed on exp, nbf and iat.
 	DefaultLeeway = 5 * time.Second
+	// NoLeeway, as a Leeway, allows no clock skew at all: exp and nbf are
+	// exact (to the second).
+	NoLeeway time.Duration = -1
+	// MaxLeeway is the largest Leeway accepted. A leeway is added to every
+	// token's life (a token is usable that long after its exp), so one
+	// beyond a few minutes means the clocks need fixing, not tolerating.
+	MaxLeeway = 5 * time.Minute
 	// MinHMACSecret is the shortest HS256 secret accepted, in bytes.
 	MinHMACSecret = 32
 	// SigningKeyFile is the conventional name of the Ed25519 signing key
@@ -72,7 +79,8 @@ type TokenConfig struct {
 	// [DefaultAudience].
 	Audience string
 	// Leeway is the clock skew allowed when checking exp and nbf. Zero
-	// means [DefaultLeeway]; negative is an error.
+	// means [DefaultLeeway]; [NoLeeway] means none; other negative values
+	// and values over [MaxLeeway] are errors.
 	Leeway time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -83,8 +91,8 @@ type TokenConfig struct {
 }
 
 func (c TokenConfig) withDefaults() (TokenConfig, error) {
-	if c.Leeway < 0 {
-		return c, fmt.Errorf("gateway: negative Leeway %v", c.Leeway)
+	if (c.Leeway < 0 && c.Leeway != NoLeeway) || c.Leeway > MaxLeeway {
+		return c, fmt.Errorf("gateway: Leeway %v outside [0, %v]", c.Leeway, MaxLeeway)
 	}
 	if c.Leeway == 0 {
 		c.Leeway = DefaultLeeway
@@ -103,6 +111,9 @@ func (c TokenConfig) withDefaults() (TokenConfig, error) {
 	}
 	return c, nil
 }
+
+// leeway is the clock skew to allow: Leeway, or zero for [NoLeeway].
+func (c TokenConfig) leeway() time.Duration { return max(c.Leeway, 0) }
 
 // KeyID is the kid of an Ed25519 public key: base64url (no padding) of
 // the first 8 bytes of SHA-256 of the 32-byte key, 11 characters.
@@ -211,8 +222,11 @@ func (i *Issuer) Mint(g Grant) (string, *Claims, error) {
 }
 
 // Verifier checks gateway tokens: signature (by kid), algorithm
-// allow-list, exp and nbf with leeway, iss, aud, and the presence of jti
-// and providers. It does not know about revocation. It is safe for
+// allow-list, exp, nbf and iat with leeway, iss, aud, the presence of
+// iat, jti and providers, and a lifetime (exp - iat) of at most
+// [MaxTokenTTL], the longest the admin plane mints: a token that claims
+// more was not minted by it (a leaked signing key). It does not know
+// about revocation or the store ([Gateway] checks the jti was minted). It is safe for
 // concurrent use.
 type Verifier struct {
 	cfg     TokenConfig
@@ -221,7 +235,10 @@ type Verifier struct {
 	edKeys  map[string]ed25519.PublicKey
 	hmac    []byte
 	hmacKID string
-	cache   *verifyCache
+	// cache remembers tokens (by SHA-256) whose signature and claims
+	// were checked, until their exp + leeway. Only successful
+	// verifications enter it, so it cannot be filled with forgeries.
+	cache *expiringCache[[32]byte, *Claims]
 }
 
 // errUnknownKID is returned by the key function for a kid it does not
@@ -260,15 +277,16 @@ func NewVerifier(cfg TokenConfig, publicKeys []ed25519.PublicKey, hmacSecret []b
 	}
 	v.parser = jwt.NewParser(
 		jwt.WithValidMethods(v.methods),
-		jwt.WithLeeway(cfg.Leeway),
+		jwt.WithLeeway(cfg.leeway()),
 		jwt.WithTimeFunc(cfg.Now),
 		jwt.WithExpirationRequired(),
+		jwt.WithIssuedAt(),
 		jwt.WithIssuer(cfg.Issuer),
 		jwt.WithAudience(cfg.Audience),
 		jwt.WithStrictDecoding(),
 	)
 	if cfg.CacheSize > 0 {
-		v.cache = newVerifyCache(cfg.CacheSize)
+		v.cache = newExpiringCache[[32]byte, *Claims](cfg.CacheSize)
 	}
 	return v, nil
 }
@@ -318,11 +336,14 @@ func (v *Verifier) Verify(token string) (*Claims, error) {
 	if err != nil {
 		return nil, v.reason(t, c, err)
 	}
-	if c.ID == "" || len(c.Providers) == 0 {
+	if c.ID == "" || len(c.Providers) == 0 || c.IssuedAt == nil {
 		return nil, ErrTokenMalformed
 	}
+	if c.ExpiresAt.Sub(c.IssuedAt.Time) > MaxTokenTTL {
+		return nil, ErrTokenLifetime
+	}
 	if v.cache != nil {
-		v.cache.put(sum, c, c.ExpiresAt.Add(v.cfg.Leeway), v.cfg.Now())
+		v.cache.put(sum, c, c.ExpiresAt.Add(v.cfg.leeway()), v.cfg.Now())
 	}
 	return c, nil
 }
@@ -361,46 +382,49 @@ func (v *Verifier) reason(t *jwt.Token, c *Claims, err error) error {
 	return ErrTokenMalformed
 }
 
-// verifyCache remembers tokens whose signature and claims were checked,
-// until their exp + leeway. Only successful verifications enter it, so it
-// cannot be filled with forgeries.
-type verifyCache struct {
+// expiringCache is a bounded map whose entries live until a time of
+// their own. When it is full, expired entries are swept (at most once a
+// second) and, if it is still full, new entries are not kept: a flood
+// costs the cache's benefit, never memory. It is safe for concurrent
+// use.
+type expiringCache[K comparable, V any] struct {
 	size int
 
 	mu      sync.RWMutex
-	entries map[[32]byte]verified
+	entries map[K]expiring[V]
 	sweepAt time.Time
 }
 
-type verified struct {
-	claims *Claims
-	until  time.Time
+type expiring[V any] struct {
+	val   V
+	until time.Time
 }
 
-func newVerifyCache(size int) *verifyCache {
-	return &verifyCache{size: size, entries: make(map[[32]byte]verified)}
+func newExpiringCache[K comparable, V any](size int) *expiringCache[K, V] {
+	return &expiringCache[K, V]{size: size, entries: make(map[K]expiring[V])}
 }
 
-func (vc *verifyCache) get(sum [32]byte) (*Claims, time.Time, bool) {
-	vc.mu.RLock()
-	e, ok := vc.entries[sum]
-	vc.mu.RUnlock()
-	return e.claims, e.until, ok
+// get returns k's value and the time it lives until, expired or not.
+func (ec *expiringCache[K, V]) get(k K) (V, time.Time, bool) {
+	ec.mu.RLock()
+	e, ok := ec.entries[k]
+	ec.mu.RUnlock()
+	return e.val, e.until, ok
 }
 
-func (vc *verifyCache) put(sum [32]byte, c *Claims, until, now time.Time) {
-	vc.mu.Lock()
-	defer vc.mu.Unlock()
-	if len(vc.entries) >= vc.size && now.After(vc.sweepAt) {
-		for k, e := range vc.entries {
+func (ec *expiringCache[K, V]) put(k K, v V, until, now time.Time) {
+	ec.mu.Lock()
+	defer ec.mu.Unlock()
+	if len(ec.entries) >= ec.size && now.After(ec.sweepAt) {
+		for k, e := range ec.entries {
 			if !now.Before(e.until) {
-				delete(vc.entries, k)
+				delete(ec.entries, k)
 			}
 		}
-		vc.sweepAt = now.Add(time.Second)
+		ec.sweepAt = now.Add(time.Second)
 	}
-	if len(vc.entries) < vc.size {
-		vc.entries[sum] = verified{claims: c, until: until}
+	if len(ec.entries) < ec.size {
+		ec.entries[k] = expiring[V]{val: v, until: until}
 	}
 }
 

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,6 +50,27 @@ CREATE TABLE gateway_revocation_seq (
 );
 INSERT INTO gateway_revocation_seq (last) VALUES (0);`
 
+// GatewayRevocationChannel is the LISTEN/NOTIFY channel on which
+// RevokeToken announces a revoked gateway token to every replica, in the
+// transaction that revokes it, so a notification is delivered only if the
+// revocation commits (again when it was already revoked: a replica that
+// missed the first notice catches up then).
+//
+// # Format
+//
+// The payload is the token's exp in Unix seconds (decimal), one space and
+// its jti (at most 128 bytes), e.g.
+//
+//	1800001800 3q1uXnXkQw2cL0m8Zk3f1A
+//
+// Channels are per database, not per schema: deployments sharing a
+// database in different schemas see each other's notifications, which
+// costs them an entry in their revocation set for a jti they never minted.
+const GatewayRevocationChannel = "custody_gateway_token_revoked"
+
+// maxNotifiedJTI bounds the jti of a gateway revocation notification.
+const maxNotifiedJTI = 128
+
 // RecordToken implements gateway.Store. A jti already recorded is an
 // error.
 func (d *DB) RecordToken(ctx context.Context, r gateway.TokenRecord) error {
@@ -61,6 +85,25 @@ func (d *DB) RecordToken(ctx context.Context, r gateway.TokenRecord) error {
 		return fmt.Errorf("postgres: record gateway token: %w", err)
 	}
 	return nil
+}
+
+// LookupToken implements gateway.Store. Times come back in UTC, whole
+// seconds.
+func (d *DB) LookupToken(ctx context.Context, jti string) (gateway.TokenRecord, error) {
+	r := gateway.TokenRecord{JTI: jti}
+	var issued, expires int64
+	err := d.pool.QueryRow(ctx,
+		`SELECT issued_at, expires_at, providers, run_id, tenant, agent FROM gateway_tokens WHERE jti = $1`, jti).
+		Scan(&issued, &expires, &r.Providers, &r.RunID, &r.Tenant, &r.Agent)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return gateway.TokenRecord{}, gateway.ErrNotFound
+	}
+	if err != nil {
+		return gateway.TokenRecord{}, fmt.Errorf("postgres: look up gateway token: %w", err)
+	}
+	r.IssuedAt = time.Unix(issued, 0).UTC()
+	r.ExpiresAt = time.Unix(expires, 0).UTC()
+	return r, nil
 }
 
 // RevokeToken implements gateway.Store. Times come back in UTC, whole
@@ -78,8 +121,11 @@ func (d *DB) RevokeToken(ctx context.Context, jti string, at time.Time) (gateway
 			return err
 		}
 		rev, err = revocation(ctx, tx, jti)
+		if err == nil {
+			return notifyGatewayRevocation(ctx, tx, rev) // revoked before
+		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return err // revoked before, or failed
+			return err
 		}
 		var seq int64
 		if err := tx.QueryRow(ctx,
@@ -94,8 +140,10 @@ func (d *DB) RevokeToken(ctx context.Context, jti string, at time.Time) (gateway
 			seq, jti, at.Unix(), exp); err != nil {
 			return err
 		}
-		rev, err = revocation(ctx, tx, jti)
-		return err
+		if rev, err = revocation(ctx, tx, jti); err != nil {
+			return err
+		}
+		return notifyGatewayRevocation(ctx, tx, rev)
 	})
 	if errors.Is(err, gateway.ErrNotFound) {
 		return gateway.Revocation{}, gateway.ErrNotFound
@@ -104,6 +152,62 @@ func (d *DB) RevokeToken(ctx context.Context, jti string, at time.Time) (gateway
 		return gateway.Revocation{}, fmt.Errorf("postgres: revoke gateway token: %w", err)
 	}
 	return rev, nil
+}
+
+// notifyGatewayRevocation announces rev on [GatewayRevocationChannel]
+// when tx commits.
+func notifyGatewayRevocation(ctx context.Context, tx pgx.Tx, rev gateway.Revocation) error {
+	if len(rev.JTI) > maxNotifiedJTI {
+		return nil // never minted by a gateway; the pollers still see it
+	}
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, GatewayRevocationChannel,
+		strconv.FormatInt(rev.ExpiresAt.Unix(), 10)+" "+rev.JTI)
+	return err
+}
+
+// parseGatewayRevocation reads a [GatewayRevocationChannel] payload.
+func parseGatewayRevocation(p string) (gateway.Revocation, bool) {
+	exp, jti, ok := strings.Cut(p, " ")
+	if !ok || jti == "" || len(jti) > maxNotifiedJTI {
+		return gateway.Revocation{}, false
+	}
+	sec, err := strconv.ParseInt(exp, 10, 64)
+	if err != nil {
+		return gateway.Revocation{}, false
+	}
+	return gateway.Revocation{JTI: jti, ExpiresAt: time.Unix(sec, 0).UTC()}, true
+}
+
+// ListenGatewayRevocations delivers the gateway tokens revoked through
+// any [DB] on this database (every replica) to revoked, until ctx is
+// done, as [DB.ListenKeyRevocations] does for keys (same connection
+// handling, checks and backoff): one call per notification on
+// [GatewayRevocationChannel], with JTI and ExpiresAt set and Seq zero
+// (unknown). Each time it starts listening, the first time included, and
+// for a malformed payload, it calls resync: revocations committed while
+// it was not listening were not delivered, and the caller must read them
+// from the store ([gateway.Gateway.PollNow]).
+//
+// revoked and resync run on the listener's goroutine, one at a time, and
+// must return quickly. It returns nil when ctx is done, and an error only
+// if revoked or resync is nil.
+func (d *DB) ListenGatewayRevocations(ctx context.Context, revoked func(gateway.Revocation), resync func(), log *slog.Logger) error {
+	if revoked == nil || resync == nil {
+		return errors.New("postgres: listen for gateway revocations: revoked and resync are required")
+	}
+	d.listen(ctx, &listener{
+		channel: GatewayRevocationChannel, name: "gateway revocation listener",
+		notify: func(p string) {
+			if rev, ok := parseGatewayRevocation(p); ok {
+				revoked(rev)
+			} else {
+				resync()
+			}
+		},
+		evictAll: resync, log: log,
+		pingEvery: listenPingEvery, minBackoff: listenMinBackoff, maxBackoff: listenMaxBackoff,
+	})
+	return nil
 }
 
 // revocation reads jti's revocation, or fails with pgx.ErrNoRows.

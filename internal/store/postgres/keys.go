@@ -212,10 +212,19 @@ const (
 	listenMaxBackoff = 30 * time.Second
 )
 
-// listener is the state of one [DB.ListenKeyRevocations] call; tests set
-// its timings and hook.
+// listener is the state of one [DB.ListenKeyRevocations] or
+// [DB.ListenGatewayRevocations] call; tests set its timings and hook.
 type listener struct {
-	evict                  func(hash [32]byte)
+	// channel is the channel LISTENed on; empty means
+	// [KeyRevocationChannel]. name names the listener in log lines;
+	// empty means "key revocation listener".
+	channel, name string
+	// notify, if set, receives each payload; otherwise the payload is
+	// parsed as [KeyRevocationChannel]'s and its keys given to evict.
+	notify func(payload string)
+	evict  func(hash [32]byte)
+	// evictAll runs each time the listener starts listening: what was
+	// announced while it was not is to be caught up with.
 	evictAll               func()
 	pingEvery              time.Duration
 	minBackoff, maxBackoff time.Duration
@@ -260,6 +269,24 @@ func (d *DB) listen(ctx context.Context, l *listener) {
 	if l.log == nil {
 		l.log = slog.New(slog.DiscardHandler)
 	}
+	if l.channel == "" {
+		l.channel = KeyRevocationChannel
+	}
+	if l.name == "" {
+		l.name = "key revocation listener"
+	}
+	if l.notify == nil {
+		l.notify = func(payload string) {
+			hashes, ok := parseRevocationPayload(payload)
+			if !ok {
+				l.evictAll()
+				return
+			}
+			for _, h := range hashes {
+				l.evict(h)
+			}
+		}
+	}
 	backoff := l.minBackoff
 	for ctx.Err() == nil {
 		if listened := d.listenOnce(ctx, l); listened {
@@ -287,7 +314,7 @@ func (d *DB) listenOnce(ctx context.Context, l *listener) (listened bool) {
 	defer cancel()
 	conn, err := pgx.ConnectConfig(sctx, d.pool.Config().ConnConfig)
 	if err != nil {
-		l.log.WarnContext(ctx, "key revocation listener: cannot connect; retrying (other replicas' revocations wait for the cache TTL meanwhile)", "err", err)
+		l.log.WarnContext(ctx, l.name+": cannot connect; retrying (other replicas' revocations wait for the fallback meanwhile)", "err", err)
 		return false
 	}
 	defer func() {
@@ -295,11 +322,11 @@ func (d *DB) listenOnce(ctx context.Context, l *listener) (listened bool) {
 		defer cancel()
 		conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(sctx, "LISTEN "+pgx.Identifier{KeyRevocationChannel}.Sanitize()); err != nil {
-		l.log.WarnContext(ctx, "key revocation listener: LISTEN failed; retrying", "err", err)
+	if _, err := conn.Exec(sctx, "LISTEN "+pgx.Identifier{l.channel}.Sanitize()); err != nil {
+		l.log.WarnContext(ctx, l.name+": LISTEN failed; retrying", "err", err)
 		return false
 	}
-	l.log.DebugContext(ctx, "key revocation listener: listening", "pid", conn.PgConn().PID())
+	l.log.DebugContext(ctx, l.name+": listening", "pid", conn.PgConn().PID())
 	if l.listening != nil {
 		l.listening(conn.PgConn().PID())
 	}
@@ -317,21 +344,14 @@ func (d *DB) listenOnce(ctx context.Context, l *listener) (listened bool) {
 			err := conn.Ping(pctx)
 			cancel()
 			if err != nil {
-				l.log.WarnContext(ctx, "key revocation listener: connection lost; reconnecting and evicting every cached key", "err", err)
+				l.log.WarnContext(ctx, l.name+": connection lost; reconnecting and catching up", "err", err)
 				return true
 			}
 		case err != nil:
-			l.log.WarnContext(ctx, "key revocation listener: connection lost; reconnecting and evicting every cached key", "err", err)
+			l.log.WarnContext(ctx, l.name+": connection lost; reconnecting and catching up", "err", err)
 			return true
 		default:
-			hashes, ok := parseRevocationPayload(n.Payload)
-			if !ok {
-				l.evictAll()
-				continue
-			}
-			for _, h := range hashes {
-				l.evict(h)
-			}
+			l.notify(n.Payload)
 		}
 	}
 }

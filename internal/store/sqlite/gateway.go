@@ -51,6 +51,31 @@ func (d *DB) RecordToken(ctx context.Context, r gateway.TokenRecord) error {
 	return nil
 }
 
+// LookupToken implements gateway.Store.
+func (d *DB) LookupToken(ctx context.Context, jti string) (gateway.TokenRecord, error) {
+	var (
+		r               gateway.TokenRecord
+		issued, expires int64
+		providers       string
+	)
+	err := d.db.QueryRowContext(ctx,
+		`SELECT issued_at, expires_at, providers, run_id, tenant, agent FROM gateway_tokens WHERE jti = ?`, jti).
+		Scan(&issued, &expires, &providers, &r.RunID, &r.Tenant, &r.Agent)
+	if errors.Is(err, sql.ErrNoRows) {
+		return gateway.TokenRecord{}, gateway.ErrNotFound
+	}
+	if err != nil {
+		return gateway.TokenRecord{}, fmt.Errorf("sqlite: look up gateway token: %w", err)
+	}
+	if err := json.Unmarshal([]byte(providers), &r.Providers); err != nil {
+		return gateway.TokenRecord{}, fmt.Errorf("sqlite: decode providers: %w", err)
+	}
+	r.JTI = jti
+	r.IssuedAt = time.Unix(issued, 0).UTC()
+	r.ExpiresAt = time.Unix(expires, 0).UTC()
+	return r, nil
+}
+
 // RevokeToken implements gateway.Store.
 func (d *DB) RevokeToken(ctx context.Context, jti string, at time.Time) (gateway.Revocation, error) {
 	rev := gateway.Revocation{JTI: jti}

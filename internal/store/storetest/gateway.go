@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,6 +36,13 @@ func recordTokens(t testing.TB, s gateway.Store, recs ...gateway.TokenRecord) {
 // compared as instants).
 func sameRevocation(a, b gateway.Revocation) bool {
 	return a.Seq == b.Seq && a.JTI == b.JTI && a.RevokedAt.Equal(b.RevokedAt) && a.ExpiresAt.Equal(b.ExpiresAt)
+}
+
+// sameRecord reports whether a and b are the same token record (times
+// compared as instants).
+func sameRecord(a, b gateway.TokenRecord) bool {
+	return a.JTI == b.JTI && a.IssuedAt.Equal(b.IssuedAt) && a.ExpiresAt.Equal(b.ExpiresAt) &&
+		slices.Equal(a.Providers, b.Providers) && a.RunID == b.RunID && a.Tenant == b.Tenant && a.Agent == b.Agent
 }
 
 // jtis lists the jtis of revs, for messages.
@@ -119,6 +127,34 @@ func Gateway(t *testing.T, open func(testing.TB) gateway.Store) {
 					t.Errorf("ListRevocations(%d)[%d] = %+v, want %+v", c.since, i, got[i], c.want[i])
 				}
 			}
+		}
+	})
+
+	t.Run("LookupToken", func(t *testing.T) {
+		s := open(t)
+		full := tokenRecord("full", gatewayNow, time.Hour)
+		bare := gateway.TokenRecord{JTI: "bare", IssuedAt: gatewayNow, ExpiresAt: gatewayNow.Add(time.Minute), Providers: []string{"openai"}}
+		recordTokens(t, s, full, bare)
+		for _, want := range []gateway.TokenRecord{full, bare} {
+			got, err := s.LookupToken(ctx, want.JTI)
+			if err != nil || !sameRecord(got, want) {
+				t.Errorf("LookupToken(%s) = %+v, %v; want %+v", want.JTI, got, err, want)
+			}
+		}
+		if _, err := s.LookupToken(ctx, "never-minted"); !errors.Is(err, gateway.ErrNotFound) {
+			t.Errorf("LookupToken(unknown) = %v, want ErrNotFound", err)
+		}
+		if _, err := s.RevokeToken(ctx, "full", gatewayNow); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.LookupToken(ctx, "full"); err != nil || !sameRecord(got, full) {
+			t.Errorf("LookupToken(revoked) = %+v, %v; want the record (revocation is checked apart)", got, err)
+		}
+		if _, err := s.PruneExpired(ctx, gatewayNow.Add(30*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.LookupToken(ctx, "bare"); !errors.Is(err, gateway.ErrNotFound) {
+			t.Errorf("LookupToken(pruned) = %v, want ErrNotFound", err)
 		}
 	})
 
@@ -209,6 +245,10 @@ func GatewayReplicas(t *testing.T, stores ...gateway.Store) {
 		}
 	}
 	recordTokens(t, stores[0], tokenRecord("shared", gatewayNow, time.Hour))
+	// A token recorded through one handle (replica) is found on another.
+	if got, err := stores[1].LookupToken(ctx, "shared"); err != nil || !sameRecord(got, tokenRecord("shared", gatewayNow, time.Hour)) {
+		t.Errorf("LookupToken(shared) on another handle = %+v, %v", got, err)
+	}
 
 	var (
 		mu      sync.Mutex
