@@ -86,10 +86,10 @@ func TestAnthropicRevokedMidStream(t *testing.T) {
 }
 
 func TestAnthropicRefusalNotRetried(t *testing.T) {
-	tok := mint(t, "nokey")
-	c, n := anthropicClient("nokey", tok.Token)
+	tok := mint(t, "nokey-anthropic")
+	c, n := anthropicClient("nokey-anthropic", tok.Token)
 	_, err := c.Messages.New(context.Background(), messageParams("claude-standin"))
-	checkRefusal(t, "call to a provider without a key", err, "gateway holds no key for provider nokey")
+	checkRefusal(t, "call to a provider without a key", err, "gateway holds no key for provider nokey-anthropic")
 	if got := n.n.Load(); got != 1 {
 		t.Fatalf("attempts = %d, want 1 (x-should-retry: false)", got)
 	}

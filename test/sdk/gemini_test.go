@@ -86,10 +86,10 @@ func TestGeminiRevokedMidStream(t *testing.T) {
 }
 
 func TestGeminiRefusalNotRetried(t *testing.T) {
-	tok := mint(t, "nokey")
-	c, n := geminiClient(t, "nokey", tok.Token)
+	tok := mint(t, "nokey-gemini")
+	c, n := geminiClient(t, "nokey-gemini", tok.Token)
 	_, err := c.Models.GenerateContent(context.Background(), "gemini-standin", genai.Text("hi"), nil)
-	checkRefusal(t, "call to a provider without a key", err, "gateway holds no key for provider nokey")
+	checkRefusal(t, "call to a provider without a key", err, "gateway holds no key for provider nokey-gemini")
 	if got := n.n.Load(); got != 1 {
 		t.Fatalf("attempts = %d, want 1", got)
 	}

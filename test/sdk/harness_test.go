@@ -22,8 +22,8 @@ import (
 )
 
 // providers are the gateway providers every test configures, all pointed
-// at the stand-in. "nokey" is OpenAI-compatible and has no key file, so
-// the gateway refuses it with a fixed 502.
+// at the stand-in. Each also has a twin "nokey-<p>" of the same kind that
+// has no key file, so the gateway refuses it with a fixed 502.
 var providers = []string{"openai", "anthropic", "gemini"}
 
 // realKeys are the provider keys custody holds, made fresh per test run.
@@ -135,10 +135,9 @@ func startCustody(dir, bin string) (*custody, error) {
 		"--admin-token-file=" + tokFile, "--data-dir=" + filepath.Join(dir, "data"),
 		"--kubernetes-auth=false", "--static-tokens-file=" + static, "--signer=false",
 		"--gateway-keys-dir=" + keys,
-		"--gateway-provider=nokey=openai:" + up.URL,
 	}
 	for _, p := range providers {
-		args = append(args, "--gateway-provider="+p+"="+up.URL)
+		args = append(args, "--gateway-provider="+p+"="+up.URL, "--gateway-provider=nokey-"+p+"="+p+":"+up.URL)
 	}
 	logf, err := os.Create(c.log)
 	if err != nil {

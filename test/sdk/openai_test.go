@@ -7,6 +7,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 )
 
 func openaiClient(provider, token string) (openai.Client, *attempts) {
@@ -76,17 +77,19 @@ func TestOpenAIRevokedMidStream(t *testing.T) {
 	}
 	err := s.Err()
 	checkRefusal(t, "stream cut by revocation", err, "gateway token revoked")
-	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) {
-		t.Fatalf("stream error %T %v, want the SDK's typed *openai.Error", err, err)
+	// openai-go raises an in-stream error event as its typed
+	// *ssestream.StreamError (an HTTP refusal is an *openai.Error).
+	var streamErr *ssestream.StreamError
+	if !errors.As(err, &streamErr) {
+		t.Fatalf("stream error %T %v, want the SDK's typed *ssestream.StreamError", err, err)
 	}
 }
 
 func TestOpenAIRefusalNotRetried(t *testing.T) {
-	tok := mint(t, "nokey")
-	c, n := openaiClient("nokey", tok.Token)
+	tok := mint(t, "nokey-openai")
+	c, n := openaiClient("nokey-openai", tok.Token)
 	_, err := c.Chat.Completions.New(context.Background(), chatParams("gpt-standin"))
-	checkRefusal(t, "call to a provider without a key", err, "gateway holds no key for provider nokey")
+	checkRefusal(t, "call to a provider without a key", err, "gateway holds no key for provider nokey-openai")
 	if got := n.n.Load(); got != 1 {
 		t.Fatalf("attempts = %d, want 1 (x-should-retry: false)", got)
 	}

@@ -115,6 +115,7 @@ for (const [provider, sdk] of Object.entries(sdks)) {
       }
     }, (err) => {
       assert.match(String(err?.message), /gateway token revoked/, `stream error: ${err}`);
+      // openai and @anthropic-ai/sdk raise their APIError for an in-stream error event.
       if (sdk.apiError) assert.ok(err instanceof sdk.apiError, `stream error ${err?.constructor?.name}, want the SDK's APIError`);
       return true;
     });
@@ -122,8 +123,8 @@ for (const [provider, sdk] of Object.entries(sdks)) {
   });
 
   test(`${provider}: a gateway refusal is not retried`, async () => {
-    const { token } = await mint('nokey');
-    const c = sdk.client('nokey', token);
-    await refused('no key', () => sdk.call(c, `${provider}-standin`), 'gateway holds no key for provider nokey');
+    const { token } = await mint(`nokey-${provider}`);
+    const c = sdk.client(`nokey-${provider}`, token);
+    await refused('no key', () => sdk.call(c, `${provider}-standin`), `gateway holds no key for provider nokey-${provider}`);
   });
 }
