@@ -89,6 +89,11 @@ func ParseCheckpoint(text []byte) (Checkpoint, error) {
 	return c, nil
 }
 
+// EmptyTreeHash returns the RFC 6962 root hash of the empty tree (§2.1:
+// MTH({}) = SHA-256()), e3b0c442…b855: the root a checkpoint of tree size 0
+// carries. (tlog.TreeHash(0, …) returns the zero hash instead.)
+func EmptyTreeHash() tlog.Hash { return sha256.Sum256(nil) }
+
 // C2SP tlog-cosignature/v1 constants.
 const (
 	algEd25519     = 0x01

@@ -315,9 +315,10 @@ func (s *Signer) Checkpoint(ctx context.Context) (CheckpointRow, error) {
 // witness a signed checkpoint of the empty tree, so that a witness that has
 // cosigned a larger tree of this log answers with its size. A database
 // that was lost or restored to empty is then detected as a rollback like
-// any other. Nothing is stored.
+// any other. The checkpoint's root is the RFC 6962 empty-tree hash
+// ([verify.EmptyTreeHash]). Nothing is stored.
 func (s *Signer) probeWitnesses(ctx context.Context) error {
-	text, err := verify.FormatCheckpoint(verify.Checkpoint{Origin: s.opts.Origin, TreeSize: 0, Root: tlog.Hash{}})
+	text, err := verify.FormatCheckpoint(verify.Checkpoint{Origin: s.opts.Origin, TreeSize: 0, Root: verify.EmptyTreeHash()})
 	if err != nil {
 		return fmt.Errorf("probe witnesses: %w", err)
 	}

@@ -1,0 +1,152 @@
+package signer_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"testing"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"github.com/agentcustody/custody/internal/signer"
+	"github.com/agentcustody/custody/internal/store/sqlite"
+	"github.com/agentcustody/custody/internal/witness"
+	"github.com/agentcustody/custody/verify"
+)
+
+// writeLogKey creates the signer's log key at path (as custody keys init
+// does) and returns its note verifier key, so that a witness can follow
+// the log before the signer starts.
+func writeLogKey(t testing.TB, path string) string {
+	t.Helper()
+	skey, vkey, err := note.GenerateKey(rand.Reader, signer.DefaultOrigin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(skey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return vkey
+}
+
+// realWitness is an internal/witness witness following the signer's log,
+// on SQLite in its own temp dir, served over httptest on loopback. It
+// keeps the add-checkpoint requests it was sent; tamper, if set, rewrites
+// each 200 answer (a hostile witness).
+type realWitness struct {
+	name, vkey string
+	srv        *httptest.Server
+	mu         sync.Mutex
+	reqs       []witness.AddCheckpointRequest
+	tamper     func([]byte) []byte
+}
+
+func newRealWitness(t testing.TB, name, logVKey string) *realWitness {
+	t.Helper()
+	db, err := sqlite.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := witness.New(witness.Options{Name: name, Key: priv, Store: db,
+		Logs: []witness.LogConfig{{Origin: signer.DefaultOrigin, VerifierKeys: []string{logVKey}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := &realWitness{name: name, vkey: w.VerifierKey()}
+	h := w.Handler()
+	rw.srv = httptest.NewServer(http.HandlerFunc(func(resp http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if req, err := witness.ParseAddCheckpointRequest(body); err == nil {
+			rw.mu.Lock()
+			rw.reqs = append(rw.reqs, req)
+			rw.mu.Unlock()
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		out := rec.Body.Bytes()
+		rw.mu.Lock()
+		tamper := rw.tamper
+		rw.mu.Unlock()
+		if rec.Code == http.StatusOK && tamper != nil {
+			out = tamper(out)
+		}
+		for k, v := range rec.Header() {
+			resp.Header()[k] = v
+		}
+		resp.WriteHeader(rec.Code)
+		resp.Write(out)
+	}))
+	t.Cleanup(rw.srv.Close)
+	return rw
+}
+
+// client is the signer's C2SP tlog-witness client for w.
+func (w *realWitness) client() *witness.Client {
+	return &witness.Client{URL: w.srv.URL, Name: w.name, HTTPClient: w.srv.Client()}
+}
+
+func (w *realWitness) trusted() verify.TrustedWitness {
+	return verify.TrustedWitness{Name: w.name, VKey: w.vkey}
+}
+
+func (w *realWitness) requests() []witness.AddCheckpointRequest {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]witness.AddCheckpointRequest(nil), w.reqs...)
+}
+
+// badSignature flips a bit of the Ed25519 signature in each cosignature
+// line, keeping the witness's name and key hash: a syntactically valid
+// cosignature that does not verify.
+func badSignature(answer []byte) []byte {
+	var out []byte
+	for _, line := range bytes.SplitAfter(answer, []byte("\n")) {
+		i := bytes.LastIndexByte(line, ' ')
+		raw, err := base64.StdEncoding.DecodeString(string(bytes.TrimSuffix(line[i+1:], []byte("\n"))))
+		if i < 0 || err != nil || len(raw) < 20 {
+			out = append(out, line...)
+			continue
+		}
+		raw[len(raw)-1] ^= 1
+		out = append(append(append(out, line[:i+1]...), base64.StdEncoding.EncodeToString(raw)...), '\n')
+	}
+	return out
+}
+
+// TestProbeEmptyTreeHash: the start-up probe of an empty log offers a
+// size-0 checkpoint whose root is the RFC 6962 empty-tree hash,
+// SHA-256("") = e3b0c442…b855, which a conforming witness cosigns.
+func TestProbeEmptyTreeHash(t *testing.T) {
+	var w *realWitness
+	newEnv(t, func(o *signer.Options) {
+		w = newRealWitness(t, "w1.example", writeLogKey(t, o.KeyFile))
+		o.Witnesses = []signer.Witness{w.client()}
+	})
+	reqs := w.requests()
+	if len(reqs) != 1 {
+		t.Fatalf("witness got %d requests, want the one probe", len(reqs))
+	}
+	text, _, _ := bytes.Cut(reqs[0].Checkpoint, []byte("\n\n"))
+	cp, err := verify.ParseCheckpoint(append(text, '\n'))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+	if got := hex.EncodeToString(cp.Root[:]); cp.TreeSize != 0 || got != want {
+		t.Errorf("probe checkpoint = size %d root %s, want size 0 root %s", cp.TreeSize, got, want)
+	}
+}
