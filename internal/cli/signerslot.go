@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentcustody/custody/internal/apierror"
 	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/signer"
@@ -30,6 +32,28 @@ type signerSlot struct {
 	startErr atomic.Pointer[error]
 	// startFailures counts failed starts (custody_signer_start_failures_total).
 	startFailures atomic.Int64
+	// badCosignatures counts, by witness name, cosignatures that did not
+	// verify with the witness's vkey and were dropped
+	// (custody_signer_witness_bad_cosignatures_total); set by
+	// registerMetrics, nil before.
+	badCosignatures *prometheus.CounterVec
+}
+
+// registerMetrics registers the signer's collectors that outlive the
+// signers this replica runs (one per writer lease it holds).
+func (sl *signerSlot) registerMetrics(reg prometheus.Registerer) {
+	sl.badCosignatures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "custody_signer_witness_bad_cosignatures_total",
+		Help: "Cosignatures a witness answered that did not verify with its configured vkey and were dropped (see the log), by witness name.",
+	}, []string{"witness"})
+	reg.MustRegister(sl.badCosignatures)
+}
+
+// onBadCosignature counts a dropped cosignature of witness.
+func (sl *signerSlot) onBadCosignature(witness string) {
+	if sl.badCosignatures != nil {
+		sl.badCosignatures.WithLabelValues(witness).Inc()
+	}
 }
 
 // writer reports whether this replica runs the signer now.
@@ -109,7 +133,7 @@ func (sl *signerSlot) runLeased(ctx context.Context, db *postgres.DB, cfg ServeC
 			}
 			continue
 		}
-		s, err := newSigner(ctx, cfg, w.Store(), log)
+		s, err := newSigner(ctx, cfg, w.Store(), log, sl.onBadCosignature)
 		if err != nil {
 			sl.startErr.Store(&err)
 			sl.startFailures.Add(1)

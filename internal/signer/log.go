@@ -296,10 +296,7 @@ func (s *Signer) Checkpoint(ctx context.Context) (CheckpointRow, error) {
 			continue
 		}
 		s.wsize[i] = head.size
-		if len(cosig) > 0 && !bytes.HasSuffix(cosig, []byte("\n")) {
-			cosig = append(cosig, '\n')
-		}
-		out = append(out, cosig...)
+		out = append(out, s.checkCosignatures(ctx, i, text, cosig)...)
 	}
 	row := CheckpointRow{Size: head.size, Note: out, CreatedAt: s.opts.Now()}
 	if err := s.store.PutCheckpoint(ctx, row); err != nil {
@@ -309,6 +306,31 @@ func (s *Signer) Checkpoint(ctx context.Context) (CheckpointRow, error) {
 		return row, s.detectRollback(ctx, rollback, head.size)
 	}
 	return row, nil
+}
+
+// checkCosignatures returns the lines of cosig, witness i's answer for the
+// checkpoint text, that verify with a trusted witness key (C2SP
+// tlog-cosignature/v1, checked as a note with that one signature). Every
+// other line is dropped, logged (the witness, its error naming the key; no
+// signature bytes) and counted with Options.OnBadCosignature.
+func (s *Signer) checkCosignatures(ctx context.Context, i int, text, cosig []byte) []byte {
+	var out []byte
+	for _, line := range bytes.Split(cosig, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		msg := append(append(append(append([]byte(nil), text...), '\n'), line...), '\n')
+		if _, err := note.Open(msg, s.witnessKeys); err != nil {
+			s.log.WarnContext(ctx, "witness cosignature does not verify with a trusted witness key; dropped",
+				"witness", i, "err", err)
+			if s.opts.OnBadCosignature != nil {
+				s.opts.OnBadCosignature(i)
+			}
+			continue
+		}
+		out = append(append(out, line...), '\n')
+	}
+	return out
 }
 
 // probeWitnesses is the start-up check of an empty log: it offers each

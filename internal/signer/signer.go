@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/agentcustody/custody/internal/policy"
@@ -66,16 +67,27 @@ type Options struct {
 	// on Export when needed, and on Close.
 	CheckpointInterval time.Duration
 	// Witnesses get every new checkpoint; their cosignatures are kept with
-	// it. A witness that holds a larger tree than the signer makes the
-	// signer record log.rollback_detected and refuse writes.
+	// it if they verify with a key of TrustedWitnesses (C2SP
+	// tlog-cosignature: the witness's vkey); any other cosignature line is
+	// dropped, logged and reported to OnBadCosignature, so that one
+	// misbehaving witness cannot spoil the checkpoints the others cosign.
+	// A witness that holds a larger tree than the signer makes the signer
+	// record log.rollback_detected and refuse writes.
 	Witnesses []Witness
 	// WitnessSize extracts the tree size a witness reports holding from
 	// its AddCheckpoint error (a C2SP tlog-witness 409 Conflict). Default:
 	// errors.As to an error with a method WitnessTreeSize() int64.
 	WitnessSize func(error) (int64, bool)
 	// TrustedWitnesses and WitnessQuorum go into [Signer.Trust].
+	// TrustedWitnesses are also the keys the Witnesses' cosignatures are
+	// verified with on receipt; an invalid vkey is an error of New.
 	TrustedWitnesses []verify.TrustedWitness
 	WitnessQuorum    int
+	// OnBadCosignature, if set, is called with the index in Witnesses of
+	// a witness that answered a cosignature line that does not verify
+	// (bad signature, unknown key, malformed), once per line, from the
+	// goroutine signing the checkpoint. For a metric; nil: none.
+	OnBadCosignature func(witness int)
 	// MaxBatch is the most appends one group commit writes. Default 64:
 	// small enough that, under load, one batch is signed while the one
 	// before commits (a single batch of every waiting caller leaves the
@@ -146,6 +158,9 @@ type Signer struct {
 	wsize  []int64
 	pols   policyCache
 	logRun *runState
+	// witnessKeys verify the cosignatures witnesses return (from
+	// Options.TrustedWitnesses); immutable.
+	witnessKeys note.Verifiers
 }
 
 type treeHead struct {
@@ -213,6 +228,14 @@ func New(ctx context.Context, opts Options) (*Signer, error) {
 	}
 	opts.Witnesses = append([]Witness(nil), opts.Witnesses...)
 	opts.TrustedWitnesses = append([]verify.TrustedWitness(nil), opts.TrustedWitnesses...)
+	wkeys := make([]note.Verifier, 0, len(opts.TrustedWitnesses))
+	for _, tw := range opts.TrustedWitnesses {
+		v, err := verify.NewWitnessVerifier(tw.VKey)
+		if err != nil {
+			return nil, fmt.Errorf("signer: trusted witness %q: %w", tw.Name, err)
+		}
+		wkeys = append(wkeys, v)
+	}
 	if opts.Engine == nil {
 		e, err := policy.New(policy.Options{Log: opts.Log})
 		if err != nil {
@@ -230,6 +253,7 @@ func New(ctx context.Context, opts Options) (*Signer, error) {
 		wsize:    make([]int64, len(opts.Witnesses)),
 		pols:     policyCache{dir: opts.PolicyDir, entries: map[string]*policyEntry{}},
 	}
+	s.witnessKeys = note.VerifierList(wkeys...)
 	if err := s.loadKey(); err != nil {
 		return nil, err
 	}

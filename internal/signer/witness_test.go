@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 
@@ -148,5 +149,58 @@ func TestProbeEmptyTreeHash(t *testing.T) {
 	const want = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 	if got := hex.EncodeToString(cp.Root[:]); cp.TreeSize != 0 || got != want {
 		t.Errorf("probe checkpoint = size %d root %s, want size 0 root %s", cp.TreeSize, got, want)
+	}
+}
+
+// TestBadCosignatureDropped: a witness that answers a cosignature under
+// its own name that does not verify (here a real witness behind a proxy
+// that flips a signature bit) has it dropped on receipt, logged and
+// counted; the checkpoint keeps the honest witness's cosignature, every
+// signature on it verifies (x/mod note.Open refuses a note with one bad
+// signature by a known key), and the bundle verifies with the quorum the
+// honest witness meets.
+func TestBadCosignatureDropped(t *testing.T) {
+	var hostile, honest *realWitness
+	var mu sync.Mutex
+	bad := map[int]int{}
+	e := newEnv(t, func(o *signer.Options) {
+		logVKey := writeLogKey(t, o.KeyFile)
+		hostile = newRealWitness(t, "w1.example", logVKey)
+		hostile.tamper = badSignature
+		honest = newRealWitness(t, "w2.example", logVKey)
+		o.Witnesses = []signer.Witness{hostile.client(), honest.client()}
+		o.TrustedWitnesses = []verify.TrustedWitness{hostile.trusted(), honest.trusted()}
+		o.WitnessQuorum = 1
+		o.OnBadCosignature = func(i int) { mu.Lock(); bad[i]++; mu.Unlock() }
+	})
+	run := e.register(agentTok)
+	e.decide(agentTok, run, "c1", "Bash", `{}`)
+	res, _ := e.verify(run)
+	if !slices.Equal(res.Witnesses, []string{"w2.example"}) {
+		t.Errorf("Verify().Witnesses = %v, want [w2.example]", res.Witnesses)
+	}
+	cp, err := e.db.LatestCheckpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []note.Verifier
+	for _, vk := range []string{e.s.VerifierKey(), hostile.vkey, honest.vkey} {
+		v, err := verify.NewWitnessVerifier(vk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs = append(vs, v)
+	}
+	n, err := note.Open(cp.Note, note.VerifierList(vs...))
+	if err != nil {
+		t.Fatalf("stored checkpoint %q does not verify: %v", cp.Note, err)
+	}
+	if len(n.Sigs) != 2 || n.Sigs[1].Name != "w2.example" || len(n.UnverifiedSigs) != 0 {
+		t.Errorf("stored checkpoint signatures = %+v (unverified %+v), want the log's and w2.example's", n.Sigs, n.UnverifiedSigs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if bad[0] == 0 || bad[1] != 0 {
+		t.Errorf("OnBadCosignature calls by witness = %v, want some for 0 (hostile), none for 1", bad)
 	}
 }
