@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -68,7 +69,7 @@ func TestInvalidCosignatureIgnored(t *testing.T) {
 		}, []string{f.w2.name, w3.name}, nil},
 		{"bad w1, good w2, quorum 2", f.trust, func() []byte {
 			return badCosignature(t, f.log.checkpoint(f.w1.signer, f.w2.signer), f.w1.name)
-		}, nil, verify.ErrWitnessQuorum},
+		}, []string{f.w2.name}, verify.ErrWitnessQuorum},
 		{"bad log signature, good witnesses", f.trust, func() []byte {
 			return badCosignature(t, f.log.checkpoint(f.w1.signer, f.w2.signer), origin)
 		}, nil, verify.ErrCheckpointSignature},
@@ -83,6 +84,18 @@ func TestInvalidCosignatureIgnored(t *testing.T) {
 					t.Fatalf("Verify() = %+v, %v; want %v", res, err, tt.wantErr)
 				}
 				t.Logf("refused: %v", err)
+				if tt.want == nil {
+					return
+				}
+				// The refusal names the valid and the invalid cosigners.
+				var qe *verify.WitnessQuorumError
+				if !errors.As(err, &qe) {
+					t.Fatalf("Verify() = %v, want a *WitnessQuorumError", err)
+				}
+				wantBad := []string{fmt.Sprintf("%s+%08x", f.w1.name, f.w1.signer.KeyHash())}
+				if qe.Quorum != 2 || !slices.Equal(qe.Valid, tt.want) || !slices.Equal(qe.Invalid, wantBad) {
+					t.Errorf("WitnessQuorumError = %+v, want quorum 2, valid %v, invalid %v", qe, tt.want, wantBad)
+				}
 				return
 			}
 			if err != nil {
@@ -93,4 +106,28 @@ func TestInvalidCosignatureIgnored(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRetiredCheckpointKeyNamed: a checkpoint signed only by a retired key
+// is refused with a *RetiredKeyError naming that key and its retirement.
+func TestRetiredCheckpointKeyNamed(t *testing.T) {
+	k1, k2 := newKey(t, origin), newKey(t, origin)
+	w := newWitness(t, "w.example")
+	trust := newTrust(t, origin, 1, []witness{w}, k1, k2)
+	from := int64(1)
+	trust.Log.Keys[0].RetiredFromIndex = &from
+	l := newTestLog(t, origin, k1)
+	l.add("run-s", verify.TypeRunRegistered, nil)
+	l.add("run-s", verify.TypeCallDecided, nil)
+	_, err := verify.Verify(marshal(t, l.bundle("run-s", false, l.checkpointAt(l.Size(), origin, k1.signer, w.signer))), trust)
+	var re *verify.RetiredKeyError
+	if !errors.As(err, &re) || !errors.Is(err, verify.ErrRetiredKey) {
+		t.Fatalf("Verify() = %v, want a *RetiredKeyError", err)
+	}
+	id1, _ := verify.NewTrustKey(k1.vkey)
+	want := verify.RetiredKey{KeyID: id1.KeyID, Name: origin, RetiredFromIndex: 1}
+	if re.TreeSize != 2 || len(re.Keys) != 1 || re.Keys[0] != want {
+		t.Errorf("RetiredKeyError = %+v, want size 2, keys [%+v]", re, want)
+	}
+	t.Logf("refused: %v", err)
 }

@@ -136,10 +136,10 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 	if len(cpSigners) == 0 {
 		return cpErr(fmt.Errorf("%w: signed by %s", ErrCheckpointSignature, sigNames(n)))
 	}
-	witnesses, _ := tc.cosignatures(n)
+	witnesses, invalidCosigs := tc.cosignatures(n)
 	if len(witnesses) < tc.quorum {
 		return Result{}, &VerificationError{Step: "witnesses", Position: -1, Checkpoint: rb.checkpoint,
-			Err: fmt.Errorf("%w: %d trusted cosignatures %v, quorum %d", ErrWitnessQuorum, len(witnesses), witnesses, tc.quorum)}
+			Err: &WitnessQuorumError{Quorum: tc.quorum, Valid: witnesses, Invalid: invalidCosigs}}
 	}
 	v := &verifier{trust: tc, cp: cp, workers: o.workers}
 
@@ -180,13 +180,16 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 		}
 	}
 	usable := false
+	var retired []RetiredKey
 	for _, k := range cpSigners {
 		if k.retired < 0 || cp.TreeSize <= k.retired {
 			usable = true
+		} else {
+			retired = append(retired, RetiredKey{KeyID: k.id, Name: k.verifier.Name(), RetiredFromIndex: k.retired})
 		}
 	}
 	if !usable {
-		return cpErr(fmt.Errorf("%w: checkpoint of size %d signed only by retired keys", ErrRetiredKey, cp.TreeSize))
+		return cpErr(&RetiredKeyError{TreeSize: cp.TreeSize, Keys: retired})
 	}
 
 	// The run's records.
