@@ -145,6 +145,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 	if cfg.Signer {
 		sg = &signerSlot{keys: keys}
 		sg.registerMetrics(reg)
+		ready = append(ready, readinessCheck{"signer_log", sg.logReady})
 		if pg, ok := db.(*postgres.DB); ok {
 			lctx, stopLeased := context.WithCancel(ctx)
 			done := make(chan struct{})

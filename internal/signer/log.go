@@ -226,7 +226,7 @@ func (t *txn) append(rs *runState, typ string, body map[string]any) (Leaf, error
 	if s.conflict {
 		return Leaf{}, ErrLogConflict
 	}
-	if s.rollback && typ != verify.TypeRollbackDetected {
+	if s.rollback && typ != verify.TypeRollbackDetected && typ != verify.TypeForkDetected {
 		return Leaf{}, ErrLogRollback
 	}
 	rec := &verify.Record{
@@ -286,11 +286,15 @@ func (s *Signer) Checkpoint(ctx context.Context) (CheckpointRow, error) {
 	}
 	out := append([]byte(nil), signed...)
 	var rollback int64 = -1
+	var fork func() error
 	for i, w := range s.opts.Witnesses {
 		cosig, ws, err := s.addToWitness(ctx, i, w, head.size, signed)
 		if err != nil {
-			if ws > head.size {
+			switch {
+			case ws > head.size:
 				rollback = ws
+			case fork == nil && s.opts.WitnessFork(err):
+				fork = func() error { return s.detectFork(ctx, i, ws, head, err) }
 			}
 			s.log.WarnContext(ctx, "witness refused checkpoint", "witness", i, "size", head.size, "witness_size", ws, "err", err)
 			continue
@@ -304,6 +308,9 @@ func (s *Signer) Checkpoint(ctx context.Context) (CheckpointRow, error) {
 	}
 	if rollback >= 0 {
 		return row, s.detectRollback(ctx, rollback, head.size)
+	}
+	if fork != nil {
+		return row, fork()
 	}
 	return row, nil
 }
@@ -376,7 +383,8 @@ func (s *Signer) witnessesAt(size int64) bool {
 
 // addToWitness sends signed to witness i, retrying once from the size the
 // witness reports holding. It returns the cosignature lines, or the
-// witness's size (-1 if unknown) and the error.
+// witness's size (-1 if unknown; for a fork answer, the size the witness
+// was asked to extend, which it holds) and the error.
 func (s *Signer) addToWitness(ctx context.Context, i int, w Witness, size int64, signed []byte) ([]byte, int64, error) {
 	old := s.wsize[i]
 	for attempt := 0; ; attempt++ {
@@ -394,6 +402,9 @@ func (s *Signer) addToWitness(ctx context.Context, i int, w Witness, size int64,
 		}
 		ws, ok := s.opts.WitnessSize(err)
 		if !ok {
+			if s.opts.WitnessFork(err) {
+				return nil, old, err
+			}
 			return nil, -1, err
 		}
 		if ws > size || ws == old || attempt > 0 {
@@ -411,23 +422,56 @@ func (s *Signer) detectRollback(ctx context.Context, witnessSize, logSize int64)
 	}
 	s.log.ErrorContext(ctx, "log rollback detected: a witness holds a larger tree; refusing writes",
 		"witness_size", witnessSize, "log_size", logSize)
-	meta, _ := json.Marshal(map[string]int64{"witness_size": witnessSize, "log_size": logSize})
-	err := s.submit(ctx, func(t *txn) error {
+	return s.refuseWrites(ctx, verify.TypeRollbackDetected, map[string]any{"witness_size": witnessSize, "log_size": logSize})
+}
+
+// detectFork records log.fork_detected in "_log" and refuses writes from
+// then on (persisted) until [Signer.AcknowledgeRollback], as for a
+// rollback: witness i answered answer (see Options.WitnessFork) to the
+// checkpoint of head, having cosigned a tree of witnessSize leaves that is
+// not this log's. The record keeps the evidence this side holds: the
+// witness (its index in Options.Witnesses), both sizes and the log's root;
+// the witness's answer is logged, never signed (its text is the witness's).
+func (s *Signer) detectFork(ctx context.Context, i int, witnessSize int64, head treeHead, answer error) error {
+	if s.RollbackDetected() {
+		return ErrLogRollback
+	}
+	s.log.ErrorContext(ctx, "LOG FORK DETECTED: a witness has cosigned a tree this log does not extend (a restored log that regrew, or equivocation); refusing writes until an operator acknowledges",
+		"witness", i, "witness_size", witnessSize, "log_size", head.size, "log_root", head.root.String(), "err", answer)
+	return s.refuseWrites(ctx, verify.TypeForkDetected, map[string]any{
+		"witness": int64(i), "witness_size": witnessSize, "log_size": head.size,
+		"log_root": head.root.String(),
+	})
+}
+
+// refuseWrites records a typ record (log.rollback_detected or log.fork_detected)
+// with body in "_log" and refuses writes from then on until
+// [Signer.AcknowledgeRollback]. The refusal is persisted (meta "rollback",
+// body plus "type") in the same commit, so a restart keeps it. It returns
+// ErrLogRollback, or why the record could not be committed.
+func (s *Signer) refuseWrites(ctx context.Context, typ string, body map[string]any) error {
+	m := map[string]any{"type": typ}
+	for k, v := range body {
+		m[k] = v
+	}
+	meta, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("record %s: %w", typ, err)
+	}
+	err = s.submit(ctx, func(t *txn) error {
 		if s.rollback {
 			return nil
 		}
-		s.rollback = true
-		if _, err := t.append(s.logRun, verify.TypeRollbackDetected, map[string]any{
-			"witness_size": witnessSize, "log_size": logSize,
-		}); err != nil {
-			s.rollback = false
+		s.rollback, s.halt = true, typ
+		if _, err := t.append(s.logRun, typ, body); err != nil {
+			s.rollback, s.halt = false, ""
 			return err
 		}
 		t.b.Meta = map[string]string{metaRollback: string(meta)}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("record rollback: %w", err)
+		return fmt.Errorf("record %s: %w", typ, err)
 	}
 	return ErrLogRollback
 }
@@ -439,9 +483,10 @@ func (s *Signer) AcknowledgeRollback(ctx context.Context) error {
 		if !s.rollback {
 			return nil
 		}
-		s.rollback = false
+		halt := s.halt
+		s.rollback, s.halt = false, ""
 		if _, err := t.append(s.logRun, "log.rollback_acknowledged", map[string]any{}); err != nil {
-			s.rollback = true
+			s.rollback, s.halt = true, halt
 			return err
 		}
 		t.b.Meta = map[string]string{metaRollback: "", metaRollback + "_acknowledged_at": strconv.FormatInt(t.now.UnixMilli(), 10)}
@@ -450,11 +495,21 @@ func (s *Signer) AcknowledgeRollback(ctx context.Context) error {
 }
 
 // RollbackDetected reports whether writes are refused because of a
-// detected rollback.
+// detected rollback or fork.
 func (s *Signer) RollbackDetected() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rollback
+}
+
+// Halted returns the type of the "_log" record that made the signer
+// refuse writes until [Signer.AcknowledgeRollback]: verify.TypeRollbackDetected
+// (a witness holds a larger tree) or verify.TypeForkDetected (a witness's
+// fork answer); "" while it accepts writes. For readiness and metrics.
+func (s *Signer) Halted() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.halt
 }
 
 func (s *Signer) checkpointLoop() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,14 @@ type Options struct {
 	// its AddCheckpoint error (a C2SP tlog-witness 409 Conflict). Default:
 	// errors.As to an error with a method WitnessTreeSize() int64.
 	WitnessSize func(error) (int64, bool)
+	// WitnessFork reports whether a witness's AddCheckpoint error is a
+	// fork answer: it has cosigned a tree of the checkpoint's size with
+	// another root (C2SP tlog-witness 409 without a size), or the
+	// consistency proof from the tree it cosigned does not verify (422).
+	// The signer then records log.fork_detected and refuses writes as for
+	// a rollback. Default: errors.As to an error with a method
+	// WitnessFork() bool that returns true.
+	WitnessFork func(error) bool
 	// TrustedWitnesses and WitnessQuorum go into [Signer.Trust].
 	// TrustedWitnesses are also the keys the Witnesses' cosignatures are
 	// verified with on receipt; an invalid vkey is an error of New.
@@ -107,6 +116,11 @@ const DefaultOrigin = "custody.local/log"
 type WitnessSizeError interface {
 	error
 	WitnessTreeSize() int64
+}
+
+func defaultWitnessFork(err error) bool {
+	var e interface{ WitnessFork() bool }
+	return errors.As(err, &e) && e.WitnessFork()
 }
 
 func defaultWitnessSize(err error) (int64, bool) {
@@ -142,6 +156,9 @@ type Signer struct {
 	gen      uint64              // state generation: bumped by each reload after a failed commit
 	runs     map[string]*runState
 	rollback bool
+	// halt is, while rollback, the type of the _log record that set it
+	// (log.rollback_detected or log.fork_detected).
+	halt     string
 	conflict bool // the store refused a batch with ErrLogConflict: writes refused until restart
 	closed   bool
 	keys     []*logKey // oldest first; the last one signs new records
@@ -225,6 +242,9 @@ func New(ctx context.Context, opts Options) (*Signer, error) {
 	}
 	if opts.WitnessSize == nil {
 		opts.WitnessSize = defaultWitnessSize
+	}
+	if opts.WitnessFork == nil {
+		opts.WitnessFork = defaultWitnessFork
 	}
 	opts.Witnesses = append([]Witness(nil), opts.Witnesses...)
 	opts.TrustedWitnesses = append([]verify.TrustedWitness(nil), opts.TrustedWitnesses...)
@@ -313,9 +333,18 @@ func (s *Signer) load(ctx context.Context) error {
 	// acknowledged), so a reload or restart keeps refusing writes.
 	switch v, err := s.store.Meta(ctx, metaRollback); {
 	case err == nil:
-		s.rollback = v != ""
+		s.rollback, s.halt = v != "", ""
+		if s.rollback {
+			s.halt = verify.TypeRollbackDetected // what a value without "type" was
+			var m struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal([]byte(v), &m) == nil && m.Type != "" {
+				s.halt = m.Type
+			}
+		}
 	case errors.Is(err, ErrNotFound):
-		s.rollback = false
+		s.rollback, s.halt = false, ""
 	default:
 		return fmt.Errorf("signer: %w", err)
 	}

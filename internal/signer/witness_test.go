@@ -7,10 +7,12 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -202,5 +204,116 @@ func TestBadCosignatureDropped(t *testing.T) {
 	defer mu.Unlock()
 	if bad[0] == 0 || bad[1] != 0 {
 		t.Errorf("OnBadCosignature calls by witness = %v, want some for 0 (hostile), none for 1", bad)
+	}
+}
+
+// TestForkAnswerHaltsWrites: the log is restored from an empty backup and
+// regrows, without its witness, to the size the witness cosigned, with
+// other records. Back with the witness, the start-up checkpoint gets the
+// real witness's fork answer (409: same size, another root). The signer
+// records log.fork_detected, refuses writes (503 log_rollback) across a
+// restart, and resumes only after the rollback acknowledgement.
+func TestForkAnswerHaltsWrites(t *testing.T) {
+	var w *realWitness
+	e := newEnv(t, func(o *signer.Options) {
+		w = newRealWitness(t, "w1.example", writeLogKey(t, o.KeyFile))
+		o.Witnesses = []signer.Witness{w.client()}
+		o.TrustedWitnesses = []verify.TrustedWitness{w.trusted()}
+		o.WitnessQuorum = 1
+	})
+	run := e.register(agentTok)
+	e.decide(agentTok, run, "c1", "Bash", `{}`)
+	if res, _ := e.verify(run); len(res.Witnesses) != 1 {
+		t.Fatalf("Verify() = %+v, want cosigned", res)
+	}
+	cp, err := e.db.LatestCheckpoint(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cosigned := cp.Size
+
+	// Restore an empty backup (the key is kept) and regrow to the size
+	// the witness cosigned, without the witness.
+	e.close()
+	for _, f := range []string{sqlite.FileName, sqlite.FileName + "-wal", sqlite.FileName + "-shm"} {
+		if err := os.Remove(filepath.Join(e.dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+	}
+	witnesses := e.opts.Witnesses
+	e.opts.Witnesses = nil
+	e.open()
+	for {
+		n, err := e.db.TreeSize(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == cosigned {
+			break
+		}
+		e.register(agentTok)
+	}
+	e.close()
+	e.opts.Witnesses = witnesses
+	e.open()
+
+	if got := e.s.Halted(); got != verify.TypeForkDetected {
+		t.Fatalf("Halted() = %q after the witness's fork answer, want %q", got, verify.TypeForkDetected)
+	}
+	var eb map[string]any
+	if st := e.call(e.api, agentTok, "POST", "/v1/signer/runs", nil, &eb); st != 503 || eb["error"] != "log_rollback" {
+		t.Fatalf("register after a fork answer = %d %v, want 503 log_rollback", st, eb)
+	}
+	logs := e.logRecords()
+	last := logs[len(logs)-1]
+	if last.Type != verify.TypeForkDetected || last.Body["witness_size"] != cosigned || last.Body["log_size"] != cosigned ||
+		last.Body["witness"] != int64(0) || last.Body["log_root"] == "" {
+		t.Fatalf("last _log record = %s %v, want %s with witness 0, sizes %d and the log root", last.Type, last.Body, verify.TypeForkDetected, cosigned)
+	}
+	// The refusal survives a restart, then the operator acknowledges.
+	e.close()
+	e.opts.Witnesses = nil
+	e.open()
+	if _, err := e.s.Register(context.Background(), identity()); !errors.Is(err, signer.ErrLogRollback) || e.s.Halted() != verify.TypeForkDetected {
+		t.Fatalf("Register after restart = %v (Halted %q), want ErrLogRollback for the fork", err, e.s.Halted())
+	}
+	if st := e.call(e.admin, "", "POST", "/v1/signer/log/rollback/acknowledge", nil, nil); st != 204 {
+		t.Fatalf("acknowledge = %d", st)
+	}
+	if got := e.s.Halted(); got != "" {
+		t.Errorf("Halted() after acknowledge = %q, want \"\"", got)
+	}
+	e.register(agentTok)
+}
+
+// TestHostileForkAnswer: a witness that answers every checkpoint with a
+// fork 409 (without a size) makes the signer halt writes; the fork is
+// recorded once.
+func TestHostileForkAnswer(t *testing.T) {
+	hostile := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		http.Error(rw, "checkpoint root differs from the cosigned root at the same size", http.StatusConflict)
+	}))
+	defer hostile.Close()
+	e := newEnv(t, func(o *signer.Options) {
+		o.Witnesses = []signer.Witness{&witness.Client{URL: hostile.URL, Name: "w1.example", HTTPClient: hostile.Client()}}
+	})
+	e.register(agentTok)
+	if _, err := e.s.Checkpoint(context.Background()); !errors.Is(err, signer.ErrLogRollback) {
+		t.Fatalf("Checkpoint() = %v, want ErrLogRollback", err)
+	}
+	if _, err := e.s.Checkpoint(context.Background()); !errors.Is(err, signer.ErrLogRollback) {
+		t.Fatalf("second Checkpoint() = %v, want ErrLogRollback", err)
+	}
+	if _, err := e.s.Register(context.Background(), identity()); !errors.Is(err, signer.ErrLogRollback) {
+		t.Fatalf("Register() = %v, want ErrLogRollback", err)
+	}
+	var forks int
+	for _, r := range e.logRecords() {
+		if r.Type == verify.TypeForkDetected {
+			forks++
+		}
+	}
+	if forks != 1 {
+		t.Errorf("%d log.fork_detected records, want 1", forks)
 	}
 }
