@@ -23,7 +23,8 @@ import (
 // an empty proof for a witness that holds nothing) and returns the
 // witness's cosignature lines ("— name base64\n"…). It must be safe for
 // concurrent use. When the witness holds another size than oldSize it
-// returns an error from which [Options.WitnessSize] extracts that size.
+// returns an error from which [Options.WitnessSize] extracts that size; a
+// fork answer is an error [Options.WitnessFork] recognizes.
 type Witness interface {
 	AddCheckpoint(ctx context.Context, oldSize int64, proof tlog.TreeProof, signed []byte) ([]byte, error)
 }

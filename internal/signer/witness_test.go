@@ -208,12 +208,25 @@ func TestBadCosignatureDropped(t *testing.T) {
 }
 
 // TestForkAnswerHaltsWrites: the log is restored from an empty backup and
-// regrows, without its witness, to the size the witness cosigned, with
-// other records. Back with the witness, the start-up checkpoint gets the
-// real witness's fork answer (409: same size, another root). The signer
+// regrows, without its witness, to the size the witness cosigned (or past
+// it), with other records. Back with the witness, the start-up checkpoint
+// gets the real witness's fork answer (409: same size, another root; or
+// 422: the consistency proof from its tree does not verify). The signer
 // records log.fork_detected, refuses writes (503 log_rollback) across a
 // restart, and resumes only after the rollback acknowledgement.
 func TestForkAnswerHaltsWrites(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		extra int64 // records regrown past the size the witness cosigned
+	}{
+		{"regrown to the witness's size: 409 root differs", 0},
+		{"regrown past the witness's size: 422 proof fails", 2},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testForkAnswer(t, tt.extra) })
+	}
+}
+
+func testForkAnswer(t *testing.T, extra int64) {
 	var w *realWitness
 	e := newEnv(t, func(o *signer.Options) {
 		w = newRealWitness(t, "w1.example", writeLogKey(t, o.KeyFile))
@@ -248,7 +261,7 @@ func TestForkAnswerHaltsWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == cosigned {
+		if n == cosigned+extra {
 			break
 		}
 		e.register(agentTok)
@@ -266,9 +279,9 @@ func TestForkAnswerHaltsWrites(t *testing.T) {
 	}
 	logs := e.logRecords()
 	last := logs[len(logs)-1]
-	if last.Type != verify.TypeForkDetected || last.Body["witness_size"] != cosigned || last.Body["log_size"] != cosigned ||
+	if last.Type != verify.TypeForkDetected || last.Body["witness_size"] != cosigned || last.Body["log_size"] != cosigned+extra ||
 		last.Body["witness"] != int64(0) || last.Body["log_root"] == "" {
-		t.Fatalf("last _log record = %s %v, want %s with witness 0, sizes %d and the log root", last.Type, last.Body, verify.TypeForkDetected, cosigned)
+		t.Fatalf("last _log record = %s %v, want %s with witness 0, sizes %d and %d, and the log root", last.Type, last.Body, verify.TypeForkDetected, cosigned, cosigned+extra)
 	}
 	// The refusal survives a restart, then the operator acknowledges.
 	e.close()
