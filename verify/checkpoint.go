@@ -89,6 +89,11 @@ func ParseCheckpoint(text []byte) (Checkpoint, error) {
 	return c, nil
 }
 
+// EmptyTreeHash returns the RFC 6962 root hash of the empty tree (§2.1:
+// MTH({}) = SHA-256()), e3b0c442…b855: the root a checkpoint of tree size 0
+// carries. (tlog.TreeHash(0, …) returns the zero hash instead.)
+func EmptyTreeHash() tlog.Hash { return sha256.Sum256(nil) }
+
 // C2SP tlog-cosignature/v1 constants.
 const (
 	algEd25519     = 0x01
@@ -161,14 +166,13 @@ func (c *Cosigner) Sign(msg []byte) ([]byte, error) {
 }
 
 // cosigVerifier verifies cosignature/v1 signatures (or, for an algorithm 0x01
-// vkey, plain note signatures over the checkpoint body).
+// vkey, plain note signatures over the checkpoint body). It is immutable and
+// safe for concurrent use.
 type cosigVerifier struct {
 	name string
 	hash uint32
 	pub  ed25519.PublicKey
 	alg  byte
-	// lastTime is set by Verify for cosignatures; not safe for concurrent use.
-	lastTime uint64
 }
 
 func (v *cosigVerifier) Name() string    { return v.name }
@@ -181,11 +185,15 @@ func (v *cosigVerifier) Verify(msg, sig []byte) bool {
 		return false
 	}
 	ts := binary.BigEndian.Uint64(sig)
-	if !ed25519.Verify(v.pub, CosignedMessage(ts, msg), sig[8:]) {
-		return false
-	}
-	v.lastTime = ts
-	return true
+	return ed25519.Verify(v.pub, CosignedMessage(ts, msg), sig[8:])
+}
+
+// NewWitnessVerifier returns a note.Verifier for a witness vkey as in
+// trust.json: a C2SP cosignature/v1 key (algorithm 0x04; the signature is
+// an 8-byte timestamp and an Ed25519 signature over [CosignedMessage]) or a
+// plain note Ed25519 key (0x01). It is safe for concurrent use.
+func NewWitnessVerifier(vkey string) (note.Verifier, error) {
+	return parseWitnessKey(vkey)
 }
 
 // parseWitnessKey parses a witness vkey: a C2SP cosignature/v1 key (algorithm

@@ -14,11 +14,15 @@
 // count for nothing. A bundle verifies only if every record of the run from
 // run_seq 0 to its last record is present, in order, chained, signed by a
 // trusted unretired log key, and included in a checkpoint signed by a trusted
-// log key and cosigned by a quorum of trusted witnesses. [Verify] returns a
+// log key and validly cosigned by a quorum of trusted witnesses (an invalid
+// cosignature counts for nothing and refuses nothing). [Verify] returns a
 // [Result] whose String is exactly "VERIFIED" (the run ends with run.closing)
 // or "VERIFIED TO HEAD n (open)" (n is the run_seq of the last record), or a
 // [*VerificationError] naming the first check that failed, with evidence, and
-// wrapping one sentinel (ErrSequence, ErrChain, …) that wraps [ErrRefused].
+// wrapping one sentinel (ErrSequence, ErrChain, …) that wraps [ErrRefused];
+// some carry typed evidence ([*WitnessQuorumError]: the valid and the
+// invalid cosigners; [*RetiredKeyError]: the retired keys that alone signed
+// the checkpoint), found with errors.As.
 // It never panics on malformed input.
 //
 // A command-line verifier should print Result.String or the error and exit

@@ -3,6 +3,7 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -28,7 +29,7 @@ var (
 	ErrSequence            = fmt.Errorf("%w: run_seq or index out of order", ErrRefused)
 	ErrChain               = fmt.Errorf("%w: prev does not match the previous record", ErrRefused)
 	ErrUnknownKey          = fmt.Errorf("%w: record signed by a key not in trust", ErrRefused)
-	ErrRetiredKey          = fmt.Errorf("%w: record signed by a retired key", ErrRefused)
+	ErrRetiredKey          = fmt.Errorf("%w: signed by a retired key", ErrRefused)
 	ErrRecordSignature     = fmt.Errorf("%w: invalid record signature", ErrRefused)
 	ErrInclusion           = fmt.Errorf("%w: inclusion proof does not verify", ErrRefused)
 	ErrNotClosed           = fmt.Errorf("%w: bundle claims closed but run has no final run.closing", ErrRefused)
@@ -87,6 +88,66 @@ func (e *VerificationError) Error() string {
 }
 
 func (e *VerificationError) Unwrap() error { return e.Err }
+
+// A WitnessQuorumError is the evidence of [ErrWitnessQuorum] (Step
+// "witnesses"): which trusted witnesses cosigned the checkpoint validly and
+// which answered only cosignatures that do not verify. It wraps
+// ErrWitnessQuorum.
+type WitnessQuorumError struct {
+	// Quorum is trust.json's witness_quorum.
+	Quorum int
+	// Valid are the names of the trusted witnesses with a valid
+	// cosignature, sorted; fewer than Quorum.
+	Valid []string
+	// Invalid are the trusted witnesses, as "<name>+<8 hex key hash>",
+	// whose every cosignature on the checkpoint fails to verify, sorted.
+	Invalid []string
+}
+
+func (e *WitnessQuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: %d valid cosignatures by trusted witnesses %v, quorum %d", ErrWitnessQuorum, len(e.Valid), e.Valid, e.Quorum)
+	for _, w := range e.Invalid {
+		fmt.Fprintf(&b, "; invalid cosignature from trusted witness %s", w)
+	}
+	return b.String()
+}
+
+func (e *WitnessQuorumError) Unwrap() error { return ErrWitnessQuorum }
+
+// A RetiredKeyError is the evidence of [ErrRetiredKey] for a checkpoint
+// (Step "checkpoint"): every trusted log key that signed it is retired at
+// its tree size. It wraps ErrRetiredKey.
+type RetiredKeyError struct {
+	// TreeSize is the checkpoint's tree size.
+	TreeSize int64
+	// Keys are the retired keys that signed it, in signature order.
+	Keys []RetiredKey
+}
+
+// A RetiredKey names a retired log key.
+type RetiredKey struct {
+	KeyID string // trust.json key_id: the note key hash, 8 hex digits
+	Name  string // the note key name (the log's origin)
+	// RetiredFromIndex is the first log index the key may not sign (from
+	// trust.json or the bundle's key.retired records); a checkpoint of a
+	// larger tree needs a key that is not retired.
+	RetiredFromIndex int64
+}
+
+func (e *RetiredKeyError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: checkpoint of size %d signed only by retired keys:", ErrRetiredKey, e.TreeSize)
+	for i, k := range e.Keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, " key %s (%s+%s) retired from index %d", k.KeyID, k.Name, k.KeyID, k.RetiredFromIndex)
+	}
+	return b.String()
+}
+
+func (e *RetiredKeyError) Unwrap() error { return ErrRetiredKey }
 
 // Exit codes for a command-line verifier (`custody verify`).
 const (

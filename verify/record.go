@@ -31,10 +31,12 @@ const (
 	TypeRunClosing        = "run.closing"
 	TypeKeyRetired        = "key.retired"
 	TypeRollbackDetected  = "log.rollback_detected"
+	TypeForkDetected      = "log.fork_detected"
 )
 
 // LogRun is the reserved run id of log-level records (key.retired,
-// log.rollback_detected, calls refused after a run closed). Run ids starting
+// log.rollback_detected, log.fork_detected, calls refused after a run
+// closed). Run ids starting
 // with "_" are reserved for the log.
 const LogRun = "_log"
 

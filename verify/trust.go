@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"golang.org/x/mod/sumdb/note"
@@ -187,13 +188,46 @@ func (t Trust) compile() (*compiled, error) {
 	return c, nil
 }
 
-// Verifier implements note.Verifiers over the trusted log keys and witnesses.
-func (c *compiled) Verifier(name string, hash uint32) (note.Verifier, error) {
-	if k, ok := c.noteKeys[nameHash{name, hash}]; ok {
+// logKeyVerifiers implements note.Verifiers over the trusted log keys only:
+// note.Open then verifies every log key signature (and fails on an invalid
+// one) and leaves witness cosignatures in Note.UnverifiedSigs, for
+// [compiled.cosignatures] to check one by one.
+type logKeyVerifiers struct{ c *compiled }
+
+func (l logKeyVerifiers) Verifier(name string, hash uint32) (note.Verifier, error) {
+	if k, ok := l.c.noteKeys[nameHash{name, hash}]; ok {
 		return k.verifier, nil
 	}
-	if w, ok := c.witnesses[nameHash{name, hash}]; ok {
-		return w, nil
-	}
 	return nil, &note.UnknownVerifierError{Name: name, KeyHash: hash}
+}
+
+// cosignatures checks the cosignatures of trusted witnesses on n (from its
+// UnverifiedSigs, see logKeyVerifiers) and returns the names of the
+// witnesses with at least one valid cosignature, sorted and each once, and
+// the "name+keyhash" of trusted witnesses whose cosignatures all fail to
+// verify, sorted. An invalid cosignature never counts toward the quorum and
+// does not hide a valid one: x/mod's note.Open would refuse the whole note
+// for it, so that one misbehaving witness could veto every checkpoint.
+// Signatures by keys not in trust are ignored.
+func (c *compiled) cosignatures(n *note.Note) (valid, invalid []string) {
+	ok := map[nameHash]bool{}
+	for _, s := range n.UnverifiedSigs {
+		nh := nameHash{s.Name, s.Hash}
+		w := c.witnesses[nh]
+		if w == nil || ok[nh] {
+			continue
+		}
+		raw, err := base64.StdEncoding.DecodeString(s.Base64)
+		ok[nh] = err == nil && len(raw) > 4 && w.Verify([]byte(n.Text), raw[4:])
+	}
+	for nh, good := range ok {
+		if good {
+			valid = append(valid, nh.name)
+		} else {
+			invalid = append(invalid, fmt.Sprintf("%s+%08x", nh.name, nh.hash))
+		}
+	}
+	sort.Strings(valid)
+	sort.Strings(invalid)
+	return valid, invalid
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -58,8 +57,11 @@ func WithWorkers(n int) Option { return func(o *options) { o.workers = n } }
 // is trusted: log keys and witnesses come only from trust.
 //
 // Checks, in order: container and header; the checkpoint's origin, a valid
-// signature by a trusted log key, and cosignatures from WitnessQuorum
-// distinct trusted witnesses; key.retired records (signature, inclusion) and
+// signature by a trusted log key (an invalid one by a trusted log key
+// refuses the checkpoint), and valid cosignatures from WitnessQuorum
+// distinct trusted witnesses (an invalid cosignature counts for nothing and
+// refuses nothing by itself, so one misbehaving witness cannot veto a
+// checkpoint the others cosigned); key.retired records (signature, inclusion) and
 // that a checkpoint signer is not retired at the tree size; at least one
 // record; then for each record in order: strict canonical parse, log origin,
 // run id, no record after run.closing, run_seq equal to its position (so the
@@ -106,7 +108,7 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 	cpErr := func(err error) (Result, error) {
 		return Result{}, &VerificationError{Step: "checkpoint", Position: -1, Checkpoint: rb.checkpoint, Err: err}
 	}
-	n, err := note.Open(rb.checkpoint, tc)
+	n, err := note.Open(rb.checkpoint, logKeyVerifiers{tc})
 	var unverified *note.UnverifiedNoteError
 	var invalid *note.InvalidSignatureError
 	switch {
@@ -114,7 +116,7 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 	case errors.As(err, &unverified):
 		n = unverified.Note
 	case errors.As(err, &invalid):
-		return cpErr(fmt.Errorf("%w: %w", ErrCheckpointSignature, err))
+		return cpErr(fmt.Errorf("%w: invalid signature by log key %s+%08x", ErrCheckpointSignature, invalid.Name, invalid.Hash))
 	default:
 		return cpErr(fmt.Errorf("%w: %w", ErrMalformedCheckpoint, err))
 	}
@@ -125,23 +127,19 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 	if cp.Origin != tc.origin {
 		return cpErr(fmt.Errorf("%w: origin %q, trust has %q", ErrCheckpointOrigin, cp.Origin, tc.origin))
 	}
+	// n.Sigs holds only verified log key signatures (the Verifiers know
+	// no other key).
 	var cpSigners []*logKey
-	var witnesses []string
 	for _, s := range n.Sigs {
-		nh := nameHash{s.Name, s.Hash}
-		if k, ok := tc.noteKeys[nh]; ok {
-			cpSigners = append(cpSigners, k)
-		} else if _, ok := tc.witnesses[nh]; ok {
-			witnesses = append(witnesses, s.Name)
-		}
+		cpSigners = append(cpSigners, tc.noteKeys[nameHash{s.Name, s.Hash}])
 	}
 	if len(cpSigners) == 0 {
 		return cpErr(fmt.Errorf("%w: signed by %s", ErrCheckpointSignature, sigNames(n)))
 	}
-	sort.Strings(witnesses)
+	witnesses, invalidCosigs := tc.cosignatures(n)
 	if len(witnesses) < tc.quorum {
 		return Result{}, &VerificationError{Step: "witnesses", Position: -1, Checkpoint: rb.checkpoint,
-			Err: fmt.Errorf("%w: %d trusted cosignatures %v, quorum %d", ErrWitnessQuorum, len(witnesses), witnesses, tc.quorum)}
+			Err: &WitnessQuorumError{Quorum: tc.quorum, Valid: witnesses, Invalid: invalidCosigs}}
 	}
 	v := &verifier{trust: tc, cp: cp, workers: o.workers}
 
@@ -182,13 +180,16 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 		}
 	}
 	usable := false
+	var retired []RetiredKey
 	for _, k := range cpSigners {
 		if k.retired < 0 || cp.TreeSize <= k.retired {
 			usable = true
+		} else {
+			retired = append(retired, RetiredKey{KeyID: k.id, Name: k.verifier.Name(), RetiredFromIndex: k.retired})
 		}
 	}
 	if !usable {
-		return cpErr(fmt.Errorf("%w: checkpoint of size %d signed only by retired keys", ErrRetiredKey, cp.TreeSize))
+		return cpErr(&RetiredKeyError{TreeSize: cp.TreeSize, Keys: retired})
 	}
 
 	// The run's records.

@@ -144,13 +144,15 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 	var sg *signerSlot
 	if cfg.Signer {
 		sg = &signerSlot{keys: keys}
+		sg.registerMetrics(reg)
+		ready = append(ready, readinessCheck{"signer_log", sg.logReady})
 		if pg, ok := db.(*postgres.DB); ok {
 			lctx, stopLeased := context.WithCancel(ctx)
 			done := make(chan struct{})
 			go func() { defer close(done); sg.runLeased(lctx, pg, cfg, log) }()
 			defer func() { stopLeased(); <-done }()
 		} else {
-			s, err := newSigner(ctx, cfg, db, log)
+			s, err := newSigner(ctx, cfg, db, log, sg.onBadCosignature)
 			if err != nil {
 				return err
 			}

@@ -62,7 +62,10 @@ func vkeyName(vkey string) (string, error) {
 	return parts[0], nil
 }
 
-func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.Logger) (*signer.Signer, error) {
+// newSigner starts the signer of cfg on db. onBadCosignature, if not nil,
+// is called with a witness's name for each cosignature it answered that
+// does not verify with its configured vkey (the line is dropped).
+func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.Logger, onBadCosignature func(witness string)) (*signer.Signer, error) {
 	ws, err := cfg.witnesses()
 	if err != nil {
 		return nil, usageError{err}
@@ -97,6 +100,9 @@ func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.
 	for _, w := range ws {
 		opts.Witnesses = append(opts.Witnesses, &witness.Client{URL: w.url, Name: w.name, HTTPClient: &http.Client{Timeout: 30 * time.Second}})
 		opts.TrustedWitnesses = append(opts.TrustedWitnesses, verify.TrustedWitness{Name: w.name, VKey: w.vkey})
+	}
+	if onBadCosignature != nil {
+		opts.OnBadCosignature = func(i int) { onBadCosignature(ws[i].name) }
 	}
 	return signer.New(ctx, opts)
 }

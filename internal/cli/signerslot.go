@@ -2,15 +2,19 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentcustody/custody/internal/apierror"
 	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/signer"
 	"github.com/agentcustody/custody/internal/store/postgres"
+	"github.com/agentcustody/custody/verify"
 )
 
 // signerSlot serves the signer's handlers while this replica runs the
@@ -30,6 +34,69 @@ type signerSlot struct {
 	startErr atomic.Pointer[error]
 	// startFailures counts failed starts (custody_signer_start_failures_total).
 	startFailures atomic.Int64
+	// badCosignatures counts, by witness name, cosignatures that did not
+	// verify with the witness's vkey and were dropped
+	// (custody_signer_witness_bad_cosignatures_total); set by
+	// registerMetrics, nil before.
+	badCosignatures *prometheus.CounterVec
+}
+
+// registerMetrics registers the signer's collectors that outlive the
+// signers this replica runs (one per writer lease it holds).
+func (sl *signerSlot) registerMetrics(reg prometheus.Registerer) {
+	sl.badCosignatures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "custody_signer_witness_bad_cosignatures_total",
+		Help: "Cosignatures a witness answered that did not verify with its configured vkey and were dropped (see the log), by witness name.",
+	}, []string{"witness"})
+	reg.MustRegister(sl.badCosignatures)
+	sl.registerLogHalt(reg)
+}
+
+// registerLogHalt registers custody_signer_log_halted{reason}: 1 while the
+// signer this replica runs refuses writes because a witness holds a
+// larger tree (reason "rollback", log.rollback_detected) or answered that
+// the log forked ("fork", log.fork_detected), until an operator
+// acknowledges; 0 otherwise and while standing by.
+func (sl *signerSlot) registerLogHalt(reg prometheus.Registerer) {
+	for reason, typ := range map[string]string{"rollback": verify.TypeRollbackDetected, "fork": verify.TypeForkDetected} {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name:        "custody_signer_log_halted",
+			Help:        "1 while the signer refuses writes because a witness holds a larger tree (rollback) or answered that the log forked (fork), until an operator acknowledges.",
+			ConstLabels: prometheus.Labels{"reason": reason},
+		}, func() float64 {
+			if h := sl.cur.Load(); h != nil && h.s.Halted() == typ {
+				return 1
+			}
+			return 0
+		}))
+	}
+}
+
+// logReady is the readiness check "signer_log": it fails while the signer
+// this replica runs refuses writes after a detected rollback or fork, so
+// that the refusal is seen where operators look, until it is acknowledged
+// (POST /v1/signer/log/rollback/acknowledge on the admin listener). A
+// replica standing by passes.
+func (sl *signerSlot) logReady(context.Context) error {
+	h := sl.cur.Load()
+	if h == nil {
+		return nil
+	}
+	switch h.s.Halted() {
+	case "":
+		return nil
+	case verify.TypeForkDetected:
+		return errors.New("a witness answered that the log forked (log.fork_detected): signer writes are refused until an operator acknowledges (POST /v1/signer/log/rollback/acknowledge)")
+	default:
+		return errors.New("a witness holds a larger tree than the log (log.rollback_detected): signer writes are refused until an operator acknowledges (POST /v1/signer/log/rollback/acknowledge)")
+	}
+}
+
+// onBadCosignature counts a dropped cosignature of witness.
+func (sl *signerSlot) onBadCosignature(witness string) {
+	if sl.badCosignatures != nil {
+		sl.badCosignatures.WithLabelValues(witness).Inc()
+	}
 }
 
 // writer reports whether this replica runs the signer now.
@@ -109,7 +176,7 @@ func (sl *signerSlot) runLeased(ctx context.Context, db *postgres.DB, cfg ServeC
 			}
 			continue
 		}
-		s, err := newSigner(ctx, cfg, w.Store(), log)
+		s, err := newSigner(ctx, cfg, w.Store(), log, sl.onBadCosignature)
 		if err != nil {
 			sl.startErr.Store(&err)
 			sl.startFailures.Add(1)

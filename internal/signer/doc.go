@@ -27,7 +27,11 @@
 // and stored with their cosignatures. A witness holding a larger tree than
 // the signer (a restored backup) makes the signer record
 // log.rollback_detected in the run "_log" and refuse writes (503
-// log_rollback) until [Signer.AcknowledgeRollback].
+// log_rollback) until [Signer.AcknowledgeRollback]. So does a witness's
+// fork answer (log.fork_detected): it has cosigned a tree of the same size
+// with another root (409), or the consistency proof from the tree it
+// cosigned to this log's does not verify (422) — a restored log that
+// regrew, or a log that showed two histories.
 //
 // One signer writes a log: its records sign index, run_seq and prev from
 // state it keeps in memory. A store refuses a batch that does not extend
@@ -74,6 +78,7 @@
 //	run.closing        {reason: closed|idle_timeout}
 //	call.refused       (run "_log") {run, operation, reason: "run_closed", tenant, agent, session}
 //	log.rollback_detected (run "_log") {witness_size, log_size}
+//	log.fork_detected  (run "_log") {witness, witness_size, log_size, log_root}
 //	key.retired        (run "_log") {key_id, retired_from_index}
 //
 // Args are never stored: a record carries verify.CommitArgs over a fresh

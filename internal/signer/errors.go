@@ -37,7 +37,8 @@ var (
 	// (409 args_mismatch).
 	ErrArgsMismatch = errorsJoin("args differ from the approved args", ErrApproval)
 	// ErrLogRollback: a witness has cosigned a larger tree than the signer
-	// holds; writes are refused until an operator acts (503 log_rollback).
+	// holds, or answered that the log forked; writes are refused until an
+	// operator acts (503 log_rollback).
 	ErrLogRollback = errors.New("log rollback detected: writes refused")
 	// ErrLogConflict: the store refused a batch that does not extend the
 	// log it holds (another writer, such as a second replica on the same

@@ -206,7 +206,7 @@ var errorMessage = map[string]string{
 	"approval_consumed": "the approval was already consumed",
 	"approval_expired":  "the approval expired",
 	"args_mismatch":     "the args are not the approved args",
-	"log_rollback":      "a witness holds a larger log than this signer; writes are refused until an operator acts",
+	"log_rollback":      "a witness holds a larger or a different log than this signer (rollback or fork); writes are refused until an operator acts",
 	"log_conflict":      "another writer appended to this log; this signer refuses writes until it is restarted",
 	"rotation_refused":  "the log key is shared by the replicas of this store; rotation is not supported with a shared store",
 	"unavailable":       "signer unavailable",

@@ -226,7 +226,7 @@ func (t *txn) append(rs *runState, typ string, body map[string]any) (Leaf, error
 	if s.conflict {
 		return Leaf{}, ErrLogConflict
 	}
-	if s.rollback && typ != verify.TypeRollbackDetected {
+	if s.rollback && typ != verify.TypeRollbackDetected && typ != verify.TypeForkDetected {
 		return Leaf{}, ErrLogRollback
 	}
 	rec := &verify.Record{
@@ -286,20 +286,21 @@ func (s *Signer) Checkpoint(ctx context.Context) (CheckpointRow, error) {
 	}
 	out := append([]byte(nil), signed...)
 	var rollback int64 = -1
+	var fork func() error
 	for i, w := range s.opts.Witnesses {
 		cosig, ws, err := s.addToWitness(ctx, i, w, head.size, signed)
 		if err != nil {
-			if ws > head.size {
+			switch {
+			case ws > head.size:
 				rollback = ws
+			case fork == nil && s.opts.WitnessFork(err):
+				fork = func() error { return s.detectFork(ctx, i, ws, head, err) }
 			}
 			s.log.WarnContext(ctx, "witness refused checkpoint", "witness", i, "size", head.size, "witness_size", ws, "err", err)
 			continue
 		}
 		s.wsize[i] = head.size
-		if len(cosig) > 0 && !bytes.HasSuffix(cosig, []byte("\n")) {
-			cosig = append(cosig, '\n')
-		}
-		out = append(out, cosig...)
+		out = append(out, s.checkCosignatures(ctx, i, text, cosig)...)
 	}
 	row := CheckpointRow{Size: head.size, Note: out, CreatedAt: s.opts.Now()}
 	if err := s.store.PutCheckpoint(ctx, row); err != nil {
@@ -308,16 +309,45 @@ func (s *Signer) Checkpoint(ctx context.Context) (CheckpointRow, error) {
 	if rollback >= 0 {
 		return row, s.detectRollback(ctx, rollback, head.size)
 	}
+	if fork != nil {
+		return row, fork()
+	}
 	return row, nil
+}
+
+// checkCosignatures returns the lines of cosig, witness i's answer for the
+// checkpoint text, that verify with a trusted witness key (C2SP
+// tlog-cosignature/v1, checked as a note with that one signature). Every
+// other line is dropped, logged (the witness, its error naming the key; no
+// signature bytes) and counted with Options.OnBadCosignature.
+func (s *Signer) checkCosignatures(ctx context.Context, i int, text, cosig []byte) []byte {
+	var out []byte
+	for _, line := range bytes.Split(cosig, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		msg := append(append(append(append([]byte(nil), text...), '\n'), line...), '\n')
+		if _, err := note.Open(msg, s.witnessKeys); err != nil {
+			s.log.WarnContext(ctx, "witness cosignature does not verify with a trusted witness key; dropped",
+				"witness", i, "err", err)
+			if s.opts.OnBadCosignature != nil {
+				s.opts.OnBadCosignature(i)
+			}
+			continue
+		}
+		out = append(append(out, line...), '\n')
+	}
+	return out
 }
 
 // probeWitnesses is the start-up check of an empty log: it offers each
 // witness a signed checkpoint of the empty tree, so that a witness that has
 // cosigned a larger tree of this log answers with its size. A database
 // that was lost or restored to empty is then detected as a rollback like
-// any other. Nothing is stored.
+// any other. The checkpoint's root is the RFC 6962 empty-tree hash
+// ([verify.EmptyTreeHash]). Nothing is stored.
 func (s *Signer) probeWitnesses(ctx context.Context) error {
-	text, err := verify.FormatCheckpoint(verify.Checkpoint{Origin: s.opts.Origin, TreeSize: 0, Root: tlog.Hash{}})
+	text, err := verify.FormatCheckpoint(verify.Checkpoint{Origin: s.opts.Origin, TreeSize: 0, Root: verify.EmptyTreeHash()})
 	if err != nil {
 		return fmt.Errorf("probe witnesses: %w", err)
 	}
@@ -353,7 +383,8 @@ func (s *Signer) witnessesAt(size int64) bool {
 
 // addToWitness sends signed to witness i, retrying once from the size the
 // witness reports holding. It returns the cosignature lines, or the
-// witness's size (-1 if unknown) and the error.
+// witness's size (-1 if unknown; for a fork answer, the size the witness
+// was asked to extend, which it holds) and the error.
 func (s *Signer) addToWitness(ctx context.Context, i int, w Witness, size int64, signed []byte) ([]byte, int64, error) {
 	old := s.wsize[i]
 	for attempt := 0; ; attempt++ {
@@ -371,6 +402,9 @@ func (s *Signer) addToWitness(ctx context.Context, i int, w Witness, size int64,
 		}
 		ws, ok := s.opts.WitnessSize(err)
 		if !ok {
+			if s.opts.WitnessFork(err) {
+				return nil, old, err
+			}
 			return nil, -1, err
 		}
 		if ws > size || ws == old || attempt > 0 {
@@ -388,23 +422,56 @@ func (s *Signer) detectRollback(ctx context.Context, witnessSize, logSize int64)
 	}
 	s.log.ErrorContext(ctx, "log rollback detected: a witness holds a larger tree; refusing writes",
 		"witness_size", witnessSize, "log_size", logSize)
-	meta, _ := json.Marshal(map[string]int64{"witness_size": witnessSize, "log_size": logSize})
-	err := s.submit(ctx, func(t *txn) error {
+	return s.refuseWrites(ctx, verify.TypeRollbackDetected, map[string]any{"witness_size": witnessSize, "log_size": logSize})
+}
+
+// detectFork records log.fork_detected in "_log" and refuses writes from
+// then on (persisted) until [Signer.AcknowledgeRollback], as for a
+// rollback: witness i answered answer (see Options.WitnessFork) to the
+// checkpoint of head, having cosigned a tree of witnessSize leaves that is
+// not this log's. The record keeps the evidence this side holds: the
+// witness (its index in Options.Witnesses), both sizes and the log's root;
+// the witness's answer is logged, never signed (its text is the witness's).
+func (s *Signer) detectFork(ctx context.Context, i int, witnessSize int64, head treeHead, answer error) error {
+	if s.RollbackDetected() {
+		return ErrLogRollback
+	}
+	s.log.ErrorContext(ctx, "LOG FORK DETECTED: a witness has cosigned a tree this log does not extend (a restored log that regrew, or equivocation); refusing writes until an operator acknowledges",
+		"witness", i, "witness_size", witnessSize, "log_size", head.size, "log_root", head.root.String(), "err", answer)
+	return s.refuseWrites(ctx, verify.TypeForkDetected, map[string]any{
+		"witness": int64(i), "witness_size": witnessSize, "log_size": head.size,
+		"log_root": head.root.String(),
+	})
+}
+
+// refuseWrites records a typ record (log.rollback_detected or log.fork_detected)
+// with body in "_log" and refuses writes from then on until
+// [Signer.AcknowledgeRollback]. The refusal is persisted (meta "rollback",
+// body plus "type") in the same commit, so a restart keeps it. It returns
+// ErrLogRollback, or why the record could not be committed.
+func (s *Signer) refuseWrites(ctx context.Context, typ string, body map[string]any) error {
+	m := map[string]any{"type": typ}
+	for k, v := range body {
+		m[k] = v
+	}
+	meta, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("record %s: %w", typ, err)
+	}
+	err = s.submit(ctx, func(t *txn) error {
 		if s.rollback {
 			return nil
 		}
-		s.rollback = true
-		if _, err := t.append(s.logRun, verify.TypeRollbackDetected, map[string]any{
-			"witness_size": witnessSize, "log_size": logSize,
-		}); err != nil {
-			s.rollback = false
+		s.rollback, s.halt = true, typ
+		if _, err := t.append(s.logRun, typ, body); err != nil {
+			s.rollback, s.halt = false, ""
 			return err
 		}
 		t.b.Meta = map[string]string{metaRollback: string(meta)}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("record rollback: %w", err)
+		return fmt.Errorf("record %s: %w", typ, err)
 	}
 	return ErrLogRollback
 }
@@ -416,9 +483,10 @@ func (s *Signer) AcknowledgeRollback(ctx context.Context) error {
 		if !s.rollback {
 			return nil
 		}
-		s.rollback = false
+		halt := s.halt
+		s.rollback, s.halt = false, ""
 		if _, err := t.append(s.logRun, "log.rollback_acknowledged", map[string]any{}); err != nil {
-			s.rollback = true
+			s.rollback, s.halt = true, halt
 			return err
 		}
 		t.b.Meta = map[string]string{metaRollback: "", metaRollback + "_acknowledged_at": strconv.FormatInt(t.now.UnixMilli(), 10)}
@@ -427,11 +495,21 @@ func (s *Signer) AcknowledgeRollback(ctx context.Context) error {
 }
 
 // RollbackDetected reports whether writes are refused because of a
-// detected rollback.
+// detected rollback or fork.
 func (s *Signer) RollbackDetected() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rollback
+}
+
+// Halted returns the type of the "_log" record that made the signer
+// refuse writes until [Signer.AcknowledgeRollback]: verify.TypeRollbackDetected
+// (a witness holds a larger tree) or verify.TypeForkDetected (a witness's
+// fork answer); "" while it accepts writes. For readiness and metrics.
+func (s *Signer) Halted() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.halt
 }
 
 func (s *Signer) checkpointLoop() {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/agentcustody/custody/internal/policy"
@@ -21,7 +23,8 @@ import (
 // an empty proof for a witness that holds nothing) and returns the
 // witness's cosignature lines ("— name base64\n"…). It must be safe for
 // concurrent use. When the witness holds another size than oldSize it
-// returns an error from which [Options.WitnessSize] extracts that size.
+// returns an error from which [Options.WitnessSize] extracts that size; a
+// fork answer is an error [Options.WitnessFork] recognizes.
 type Witness interface {
 	AddCheckpoint(ctx context.Context, oldSize int64, proof tlog.TreeProof, signed []byte) ([]byte, error)
 }
@@ -66,16 +69,35 @@ type Options struct {
 	// on Export when needed, and on Close.
 	CheckpointInterval time.Duration
 	// Witnesses get every new checkpoint; their cosignatures are kept with
-	// it. A witness that holds a larger tree than the signer makes the
-	// signer record log.rollback_detected and refuse writes.
+	// it if they verify with a key of TrustedWitnesses (C2SP
+	// tlog-cosignature: the witness's vkey); any other cosignature line is
+	// dropped, logged and reported to OnBadCosignature, so that one
+	// misbehaving witness cannot spoil the checkpoints the others cosign.
+	// A witness that holds a larger tree than the signer makes the signer
+	// record log.rollback_detected and refuse writes.
 	Witnesses []Witness
 	// WitnessSize extracts the tree size a witness reports holding from
 	// its AddCheckpoint error (a C2SP tlog-witness 409 Conflict). Default:
 	// errors.As to an error with a method WitnessTreeSize() int64.
 	WitnessSize func(error) (int64, bool)
+	// WitnessFork reports whether a witness's AddCheckpoint error is a
+	// fork answer: it has cosigned a tree of the checkpoint's size with
+	// another root (C2SP tlog-witness 409 without a size), or the
+	// consistency proof from the tree it cosigned does not verify (422).
+	// The signer then records log.fork_detected and refuses writes as for
+	// a rollback. Default: errors.As to an error with a method
+	// WitnessFork() bool that returns true.
+	WitnessFork func(error) bool
 	// TrustedWitnesses and WitnessQuorum go into [Signer.Trust].
+	// TrustedWitnesses are also the keys the Witnesses' cosignatures are
+	// verified with on receipt; an invalid vkey is an error of New.
 	TrustedWitnesses []verify.TrustedWitness
 	WitnessQuorum    int
+	// OnBadCosignature, if set, is called with the index in Witnesses of
+	// a witness that answered a cosignature line that does not verify
+	// (bad signature, unknown key, malformed), once per line, from the
+	// goroutine signing the checkpoint. For a metric; nil: none.
+	OnBadCosignature func(witness int)
 	// MaxBatch is the most appends one group commit writes. Default 64:
 	// small enough that, under load, one batch is signed while the one
 	// before commits (a single batch of every waiting caller leaves the
@@ -95,6 +117,11 @@ const DefaultOrigin = "custody.local/log"
 type WitnessSizeError interface {
 	error
 	WitnessTreeSize() int64
+}
+
+func defaultWitnessFork(err error) bool {
+	var e interface{ WitnessFork() bool }
+	return errors.As(err, &e) && e.WitnessFork()
 }
 
 func defaultWitnessSize(err error) (int64, bool) {
@@ -130,6 +157,9 @@ type Signer struct {
 	gen      uint64              // state generation: bumped by each reload after a failed commit
 	runs     map[string]*runState
 	rollback bool
+	// halt is, while rollback, the type of the _log record that set it
+	// (log.rollback_detected or log.fork_detected).
+	halt     string
 	conflict bool // the store refused a batch with ErrLogConflict: writes refused until restart
 	closed   bool
 	keys     []*logKey // oldest first; the last one signs new records
@@ -146,6 +176,9 @@ type Signer struct {
 	wsize  []int64
 	pols   policyCache
 	logRun *runState
+	// witnessKeys verify the cosignatures witnesses return (from
+	// Options.TrustedWitnesses); immutable.
+	witnessKeys note.Verifiers
 }
 
 type treeHead struct {
@@ -211,8 +244,19 @@ func New(ctx context.Context, opts Options) (*Signer, error) {
 	if opts.WitnessSize == nil {
 		opts.WitnessSize = defaultWitnessSize
 	}
+	if opts.WitnessFork == nil {
+		opts.WitnessFork = defaultWitnessFork
+	}
 	opts.Witnesses = append([]Witness(nil), opts.Witnesses...)
 	opts.TrustedWitnesses = append([]verify.TrustedWitness(nil), opts.TrustedWitnesses...)
+	wkeys := make([]note.Verifier, 0, len(opts.TrustedWitnesses))
+	for _, tw := range opts.TrustedWitnesses {
+		v, err := verify.NewWitnessVerifier(tw.VKey)
+		if err != nil {
+			return nil, fmt.Errorf("signer: trusted witness %q: %w", tw.Name, err)
+		}
+		wkeys = append(wkeys, v)
+	}
 	if opts.Engine == nil {
 		e, err := policy.New(policy.Options{Log: opts.Log})
 		if err != nil {
@@ -230,6 +274,7 @@ func New(ctx context.Context, opts Options) (*Signer, error) {
 		wsize:    make([]int64, len(opts.Witnesses)),
 		pols:     policyCache{dir: opts.PolicyDir, entries: map[string]*policyEntry{}},
 	}
+	s.witnessKeys = note.VerifierList(wkeys...)
 	if err := s.loadKey(); err != nil {
 		return nil, err
 	}
@@ -289,9 +334,18 @@ func (s *Signer) load(ctx context.Context) error {
 	// acknowledged), so a reload or restart keeps refusing writes.
 	switch v, err := s.store.Meta(ctx, metaRollback); {
 	case err == nil:
-		s.rollback = v != ""
+		s.rollback, s.halt = v != "", ""
+		if s.rollback {
+			s.halt = verify.TypeRollbackDetected // what a value without "type" was
+			var m struct {
+				Type string `json:"type"`
+			}
+			if json.Unmarshal([]byte(v), &m) == nil && m.Type != "" {
+				s.halt = m.Type
+			}
+		}
 	case errors.Is(err, ErrNotFound):
-		s.rollback = false
+		s.rollback, s.halt = false, ""
 	default:
 		return fmt.Errorf("signer: %w", err)
 	}

@@ -45,6 +45,10 @@ func (e *ConflictError) Error() string {
 
 func (e *ConflictError) Unwrap() error { return ErrConflict }
 
+// WitnessTreeSize returns Size; it is what the signer's default
+// Options.WitnessSize looks for.
+func (e *ConflictError) WitnessTreeSize() int64 { return e.Size }
+
 // ResponseError is a non-200 answer from a witness other than a size
 // conflict. It wraps the sentinel its status code stands for, if any.
 type ResponseError struct {
@@ -54,6 +58,15 @@ type ResponseError struct {
 
 func (e *ResponseError) Error() string {
 	return fmt.Sprintf("witness answered %d %s: %q", e.StatusCode, http.StatusText(e.StatusCode), e.Body)
+}
+
+// WitnessFork reports whether the answer says the caller's log forked from
+// the tree the witness cosigned: [ErrFork] (409 without a size: same size,
+// another root) or [ErrBadProof] (422: the consistency proof from the
+// witness's tree does not verify). It is what the signer's default
+// Options.WitnessFork looks for.
+func (e *ResponseError) WitnessFork() bool {
+	return e.StatusCode == http.StatusConflict || e.StatusCode == http.StatusUnprocessableEntity
 }
 
 func (e *ResponseError) Unwrap() error {

@@ -28,7 +28,9 @@
 //	                                                                Content-Type text/x.tlog.size
 //	consistency proof from (old size, stored root)
 //	to the checkpoint does not verify (tlog.CheckTree;
-//	must be empty from size 0 or to the same size)  ErrBadProof      422
+//	must be empty from size 0 or to the same size;
+//	a tree of size 0 must have the RFC 6962
+//	empty-tree hash as its root)                    ErrBadProof      422
 //	same size, different root                      ErrFork          409
 //
 // Signatures by keys the witness does not know are ignored.
@@ -231,6 +233,10 @@ func (w *Witness) AddCheckpoint(ctx context.Context, oldSize int64, proof tlog.T
 		return nil, &ConflictError{Size: size}
 	}
 	switch {
+	case c.TreeSize == 0:
+		if len(proof) != 0 || c.Root != verify.EmptyTreeHash() {
+			return nil, fmt.Errorf("%w: a tree of size 0 has no proof and the RFC 6962 empty-tree hash as its root", ErrBadProof)
+		}
 	case oldSize == 0:
 		if len(proof) != 0 {
 			return nil, fmt.Errorf("%w: proof from size 0 must be empty", ErrBadProof)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentcustody/custody/internal/store/sqlite"
 	"github.com/agentcustody/custody/internal/witness"
+	"github.com/agentcustody/custody/verify"
 )
 
 func TestAddCheckpoint(t *testing.T) {
@@ -69,6 +70,17 @@ func TestAddCheckpoint(t *testing.T) {
 		{"growth twice", [][2]int64{{0, 1}, {1, 7}}, func() []byte { return l.body(7, 20) }, 200, "", 20, false},
 		{"idempotent re-add", [][2]int64{{0, 5}}, func() []byte { return l.body(5, 5) }, 200, "", 5, false},
 		{"tree of size 0 cosigned, not stored", nil, func() []byte { return l.body(0, 0) }, 200, "", 0, false},
+		{"tree of size 0 with an all-zero root", nil, func() []byte {
+			text, err := verify.FormatCheckpoint(verify.Checkpoint{Origin: origin, TreeSize: 0, Root: tlog.Hash{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp, err := note.Sign(&note.Note{Text: string(text)}, l.signer)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return req(0, nil, cp)
+		}, 422, "", 0, false},
 		{"extra signature by unknown key ignored", nil, func() []byte { return req(0, nil, l.checkpoint(4, l.signer, stranger)) }, 200, "", 4, false},
 		{"unknown log", nil, func() []byte { return other.body(0, 2) }, 404, "", 0, false},
 		{"signed by unknown key only", nil, func() []byte { return req(0, nil, l.checkpoint(5, stranger)) }, 403, "", 0, false},
