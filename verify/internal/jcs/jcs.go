@@ -1,22 +1,28 @@
 // Package jcs implements a strict JSON parser and the RFC 8785 JSON
-// Canonicalization Scheme (JCS) for the subset of JSON that custody records
-// use.
+// Canonicalization Scheme (JCS).
 //
-// The subset: numbers are integers written without fraction, exponent or
-// minus zero, with absolute value at most 2^53-1 (I-JSON's exactly
-// representable range, so ES6 number formatting is plain decimal). Strict
-// parsing rejects duplicate object member names, invalid UTF-8, escaped or
-// raw lone surrogates, anything after the top-level value, nesting deeper
-// than [MaxDepth], and every number outside the subset (which covers NaN and
-// Infinity, which JSON cannot spell anyway).
+// Numbers are IEEE-754 doubles written as ECMAScript's
+// Number.prototype.toString writes them (RFC 8785 section 3.2.2.3): the
+// shortest digits that round-trip, plain decimal for magnitudes in
+// [1e-6, 1e21), exponent form ("1e+21", "1e-7") otherwise, and 0 for -0.
+// Parsing refuses a number whose canonical form would denote another value
+// (one needing more precision or range than a double, such as
+// 9007199254740993, 1e400 or 1e-400), so that two inputs with different
+// numbers never share a canonical form, and refuses a written minus zero
+// (RFC 8785 erratum 7920). Strict parsing also rejects duplicate object
+// member names, invalid UTF-8, escaped or raw lone surrogates, anything after
+// the top-level value and nesting deeper than [MaxDepth] (NaN and Infinity
+// cannot be written in JSON).
 //
-// Parsed values are nil, bool, string, int64, []any and map[string]any.
+// Parsed values are nil, bool, string, int64 (integers within
+// ±[MaxSafeInteger]), float64 (every other number), []any and map[string]any.
 package jcs
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"unicode/utf16"
@@ -35,7 +41,7 @@ const MaxSafeInteger = 1<<53 - 1
 var (
 	ErrSyntax       = errors.New("invalid JSON")
 	ErrDuplicateKey = errors.New("duplicate object member name")
-	ErrNumber       = errors.New("number is not an integer within ±(2^53-1)")
+	ErrNumber       = errors.New("number not exactly representable as an IEEE-754 double")
 	ErrSurrogate    = errors.New("lone surrogate in string")
 	ErrUTF8         = errors.New("invalid UTF-8")
 	ErrDepth        = errors.New("nesting too deep")
@@ -171,11 +177,14 @@ func (p *parser) value(depth int) (any, error) {
 		}
 		return s, nil
 	case c == '-' || c >= '0' && c <= '9':
-		n, err := p.number()
+		i, f, isFloat, err := p.number()
 		if err != nil || p.discard {
 			return nil, err
 		}
-		return n, nil
+		if isFloat {
+			return f, nil
+		}
+		return i, nil
 	case c == 't':
 		return true, p.lit("true")
 	case c == 'f':
@@ -300,8 +309,9 @@ func (p *parser) array(depth int) (any, error) {
 	}
 }
 
-// number reads an integer of the accepted subset without allocating.
-func (p *parser) number() (int64, error) {
+// number reads a number without allocating: an integer within
+// ±MaxSafeInteger as i, anything else as f with isFloat set.
+func (p *parser) number() (i int64, f float64, isFloat bool, err error) {
 	start := p.i
 	neg := p.b[p.i] == '-'
 	if neg {
@@ -313,16 +323,16 @@ func (p *parser) number() (int64, error) {
 	}
 	n := p.i - digits
 	if n == 0 {
-		return 0, p.err(ErrSyntax, "invalid number")
+		return 0, 0, false, p.err(ErrSyntax, "invalid number")
 	}
 	if n > 1 && p.b[digits] == '0' {
-		return 0, &Error{Offset: start, Err: ErrSyntax, Detail: "leading zero"}
+		return 0, 0, false, &Error{Offset: start, Err: ErrSyntax, Detail: "leading zero"}
 	}
 	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-		return 0, &Error{Offset: start, Err: ErrNumber, Detail: "fraction or exponent"}
+		return p.float(start)
 	}
 	if neg && n == 1 && p.b[digits] == '0' {
-		return 0, &Error{Offset: start, Err: ErrNumber, Detail: "minus zero"}
+		return 0, 0, false, &Error{Offset: start, Err: ErrNumber, Detail: "minus zero"}
 	}
 	// MaxSafeInteger has 16 digits; 16 digits cannot overflow int64.
 	var v int64
@@ -332,12 +342,180 @@ func (p *parser) number() (int64, error) {
 		}
 	}
 	if n > 16 || v > MaxSafeInteger {
-		return 0, &Error{Offset: start, Err: ErrNumber, Detail: string(p.b[start:p.i])}
+		p.i = start
+		return p.float(start)
 	}
 	if neg {
 		v = -v
 	}
-	return v, nil
+	return v, 0, false, nil
+}
+
+// float reads the number at start (its sign and integer part valid) as a
+// double: it must keep its exact decimal value in canonical form, and in
+// canonical mode be written in it.
+func (p *parser) float(start int) (int64, float64, bool, error) {
+	p.i = start
+	if p.b[p.i] == '-' {
+		p.i++
+	}
+	p.digits()
+	if p.i < len(p.b) && p.b[p.i] == '.' {
+		p.i++
+		if p.digits() == 0 {
+			return 0, 0, false, p.err(ErrSyntax, "invalid number")
+		}
+	}
+	if p.i < len(p.b) && (p.b[p.i] == 'e' || p.b[p.i] == 'E') {
+		p.i++
+		if p.i < len(p.b) && (p.b[p.i] == '+' || p.b[p.i] == '-') {
+			p.i++
+		}
+		if p.digits() == 0 {
+			return 0, 0, false, p.err(ErrSyntax, "invalid number")
+		}
+	}
+	text := p.b[start:p.i]
+	// The text matched JSON's number grammar, which ParseFloat accepts and
+	// rounds as ECMAScript does (to nearest, ties to even). Overflow is an
+	// error; underflow to zero is caught by the value check below.
+	f, err := strconv.ParseFloat(unsafe.String(&text[0], len(text)), 64)
+	if err != nil {
+		return 0, 0, false, &Error{Offset: start, Err: ErrNumber, Detail: "out of range"}
+	}
+	if f == 0 && text[0] == '-' {
+		return 0, 0, false, &Error{Offset: start, Err: ErrNumber, Detail: "minus zero"}
+	}
+	var buf [32]byte
+	canon := appendFloat(buf[:0], f)
+	if !sameDecimal(text, canon) {
+		return 0, 0, false, &Error{Offset: start, Err: ErrNumber, Detail: "more precision than a double: " + clip(text)}
+	}
+	if p.canon && !bytes.Equal(text, canon) {
+		return 0, 0, false, &Error{Offset: start, Err: ErrNotCanonical, Detail: "number"}
+	}
+	if f == math.Trunc(f) && math.Abs(f) <= MaxSafeInteger {
+		return int64(f), 0, false, nil
+	}
+	return 0, f, true, nil
+}
+
+// digits skips decimal digits and returns how many.
+func (p *parser) digits() int {
+	start := p.i
+	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
+		p.i++
+	}
+	return p.i - start
+}
+
+// clip shortens a number's text for an error message.
+func clip(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:37]) + "..."
+	}
+	return string(b)
+}
+
+// A decimal is a JSON number's exact value: 0.digits × 10^exp, without
+// leading or trailing zeros in digits; zero has no digits and no sign.
+type decimal struct {
+	neg    bool
+	digits [20]byte
+	n      int // len(digits) used; -1 if the number has more significant digits
+	exp    int
+}
+
+// parseDecimal reads JSON number text (already checked against the
+// grammar). Exponents saturate far beyond a double's range.
+func parseDecimal(s []byte) decimal {
+	var d decimal
+	i := 0
+	if s[0] == '-' {
+		d.neg = true
+		i++
+	}
+	intDigits, leading, sig, sawPoint, started := 0, 0, 0, false, false
+	for ; i < len(s) && s[i] != 'e' && s[i] != 'E'; i++ {
+		c := s[i]
+		if c == '.' {
+			sawPoint = true
+			continue
+		}
+		if !sawPoint {
+			intDigits++
+		}
+		if !started {
+			if c == '0' {
+				leading++
+				continue
+			}
+			started = true
+		}
+		sig++ // digits from the first non-zero one, trailing zeros included
+		if c != '0' {
+			if sig > len(d.digits) {
+				d.n = -1
+			} else if d.n >= 0 {
+				// Fill zeros between the last stored digit and this one.
+				for d.n < sig-1 {
+					d.digits[d.n] = '0'
+					d.n++
+				}
+				d.digits[d.n] = c
+				d.n++
+			}
+		}
+	}
+	if !started {
+		return decimal{}
+	}
+	e := 0
+	if i < len(s) {
+		i++ // e
+		eneg := false
+		if s[i] == '+' || s[i] == '-' {
+			eneg = s[i] == '-'
+			i++
+		}
+		for ; i < len(s); i++ {
+			if e < 1<<30 {
+				e = e*10 + int(s[i]-'0')
+			}
+		}
+		if eneg {
+			e = -e
+		}
+	}
+	d.exp = intDigits - leading + e
+	return d
+}
+
+// sameDecimal reports whether JSON number texts a and b have the same value.
+func sameDecimal(a, b []byte) bool {
+	x, y := parseDecimal(a), parseDecimal(b)
+	return x.n >= 0 && x.n == y.n && x.neg == y.neg && x.exp == y.exp && x.digits == y.digits
+}
+
+// appendFloat appends f as ECMAScript's Number.prototype.toString writes it
+// (RFC 8785 section 3.2.2.3); f must be finite. strconv's shortest
+// round-trip digits are the digits ECMAScript chooses; only the layout
+// differs: plain decimal for 1e-6 <= |f| < 1e21, else exponent form with
+// the exponent's sign and without leading zeros ("1e+21", "5e-324").
+func appendFloat(dst []byte, f float64) []byte {
+	if f == 0 {
+		return append(dst, '0') // and -0
+	}
+	if a := math.Abs(f); a >= 1e-6 && a < 1e21 {
+		return strconv.AppendFloat(dst, f, 'f', -1, 64)
+	}
+	dst = strconv.AppendFloat(dst, f, 'e', -1, 64)
+	// strconv writes at least two exponent digits: "1e-07" -> "1e-7".
+	if n := len(dst); dst[n-2] == '0' && (dst[n-3] == '+' || dst[n-3] == '-') {
+		dst[n-2] = dst[n-1]
+		dst = dst[:n-1]
+	}
+	return dst
 }
 
 func hexval(c byte) rune {
@@ -525,9 +703,9 @@ func (p *parser) escapedString(start int) (_ string, err error) {
 }
 
 // Append appends the RFC 8785 canonical encoding of v to dst. v must be built
-// from the types Parse returns; int and bool variants (int, int32, uint32) are
-// accepted for convenience. Integers outside ±(2^53-1) and other types fail
-// with ErrUnsupported.
+// from the types Parse returns; int variants (int, int32, uint32) are
+// accepted for convenience. Integers outside ±(2^53-1), NaN, infinities and
+// other types fail with ErrUnsupported.
 func Append(dst []byte, v any) ([]byte, error) {
 	return appendValue(dst, v, 0)
 }
@@ -554,6 +732,11 @@ func appendValue(dst []byte, v any, depth int) ([]byte, error) {
 		return appendInt(dst, int64(v))
 	case uint32:
 		return appendInt(dst, int64(v))
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%w: %v", ErrUnsupported, v)
+		}
+		return appendFloat(dst, v), nil
 	case []any:
 		dst = append(dst, '[')
 		for i, e := range v {
