@@ -7,6 +7,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentcustody/custody/internal/signer"
 )
 
 // TestStrictBodies: every request body that becomes a record is read as
@@ -87,4 +91,49 @@ func (e *env) treeSize() int64 {
 		e.t.Fatal(err)
 	}
 	return n
+}
+
+// TestStrictMCPArguments: the MCP tools that record read their arguments
+// as strictly as the HTTP bodies (the SDK's schema check lets the last of
+// duplicate members win).
+func TestStrictMCPArguments(t *testing.T) {
+	e := newEnv(t, nil)
+	srv := mcpServer(t, e)
+	ctx := context.Background()
+	cs, err := mcpConnect(ctx, srv, agentTok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	run := e.register(agentTok)
+	before := e.treeSize()
+	for _, tt := range []struct{ tool, args, want string }{
+		{"signer_decide", `{"run":"` + run + `","call_id":"c1","tool":"Bash","args":{"command":"rm -rf /"},"args":{"command":"ls"}}`, `duplicate object member name: "args"`},
+		{"signer_decide", `{"run":"` + run + `","call_id":"c1","tool":"Deploy","tool":"Bash"}`, `duplicate object member name: "tool"`},
+		{"signer_complete", `{"run":"` + run + `","call_id":"c1","outcome":"error","outcome":"ok"}`, `duplicate object member name: "outcome"`},
+		{"signer_close_run", `{"run":"other","run":"` + run + `"}`, `duplicate object member name: "run"`},
+	} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tt.tool, Arguments: json.RawMessage(tt.args)})
+		if err != nil {
+			t.Fatalf("CallTool(%s) = %v", tt.tool, err)
+		}
+		text := ""
+		for _, c := range res.Content {
+			if tc, ok := c.(*mcp.TextContent); ok {
+				text += tc.Text
+			}
+		}
+		var body struct{ Error, Message string }
+		json.Unmarshal([]byte(text), &body)
+		if !res.IsError || body.Error != "bad_request" || !strings.Contains(body.Message, tt.want) {
+			t.Errorf("%s %s = error %v %s, want bad_request naming %q", tt.tool, tt.args, res.IsError, text, tt.want)
+		}
+	}
+	if after := e.treeSize(); after != before {
+		t.Errorf("refused tool calls were recorded: %d records, want %d", after, before)
+	}
+	var d signer.DecideResponse
+	if text := mcpCall(t, cs, "signer_decide", map[string]any{"run": run, "call_id": "c1", "tool": "Bash", "args": map[string]any{"command": "ls"}}, &d); text != "" || d.Effect != "allow" {
+		t.Errorf("signer_decide = %s %+v, want allow", text, d)
+	}
 }
