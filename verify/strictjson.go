@@ -64,6 +64,9 @@ var rawMessageType = reflect.TypeFor[json.RawMessage]()
 // struct field's JSON name. Values whose shape does not fit t are left to
 // encoding/json, which reports them.
 func checkMembers(parsed any, t reflect.Type, path string) error {
+	if t == nil {
+		return nil // v is nil: encoding/json refuses it
+	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}

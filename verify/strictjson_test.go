@@ -67,6 +67,9 @@ func TestDecodeJSON(t *testing.T) {
 			t.Errorf("DecodeJSON(%s) = %v, want %v", tt.in, err, tt.wantErr)
 		}
 	}
+	if err := verify.DecodeJSON([]byte(`{}`), nil); err == nil {
+		t.Error("DecodeJSON into nil succeeded")
+	}
 	var v strictOuter
 	err := verify.DecodeJSON([]byte(`{"items":[{"name":"a"},{"NAME":"b"}]}`), &v)
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte(`"items.[1].NAME"`)) {
@@ -88,4 +91,27 @@ func TestParseTrustCaseFolded(t *testing.T) {
 			t.Errorf("ParseTrust with %s = %v, want ErrInvalidTrust and ErrUnknownMember", edit[1], err)
 		}
 	}
+}
+
+// FuzzDecodeJSON: DecodeJSON accepts a subset of what encoding/json
+// accepts, with the same result, and never panics.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range []string{`{"run":"r","tool":"Bash","args":{"a":[1.5,null]},"items":[{"name":"a"}]}`,
+		`{"tool":"a","tool":"b"}`, `{"TOOL":"a"}`, `{"one":{"name":"x"},"by_key":{"K":"v"},"blob":"AAE=","Plain":-3}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var strict, loose strictOuter
+		if err := verify.DecodeJSON(b, &strict); err != nil {
+			return
+		}
+		if err := json.Unmarshal(b, &loose); err != nil {
+			t.Fatalf("DecodeJSON(%q) accepted what encoding/json refuses: %v", b, err)
+		}
+		s, _ := json.Marshal(strict)
+		l, _ := json.Marshal(loose)
+		if !bytes.Equal(s, l) {
+			t.Fatalf("DecodeJSON(%q) = %s, encoding/json %s", b, s, l)
+		}
+	})
 }
