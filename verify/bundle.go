@@ -9,8 +9,6 @@ import (
 	"fmt"
 
 	"golang.org/x/mod/sumdb/tlog"
-
-	"github.com/agentcustody/custody/verify/internal/jcs"
 )
 
 // BundleMagic is the first line of a bundle.
@@ -167,28 +165,11 @@ func splitBundle(data []byte) (*rawBundle, error) {
 		return bad("missing header")
 	}
 	var rb rawBundle
-	// The header must be canonical JSON with exactly the field names
-	// below, so that every JSON reader sees the same run and closed claim
-	// (encoding/json alone would match "rUN" to "run" and let the last
-	// duplicate win).
-	hv, err := jcs.ParseCanonical(hl)
-	if err != nil {
-		return nil, fmt.Errorf("%w: header: %w", ErrMalformedBundle, jsonErr(err))
-	}
-	hm, ok := hv.(map[string]any)
-	if !ok {
-		return bad("header is not a JSON object")
-	}
-	for k := range hm {
-		switch k {
-		case "v", "run", "closed", "keys", "policies":
-		default:
-			return bad(fmt.Sprintf("header has unknown field %q", k))
-		}
-	}
-	d := json.NewDecoder(bytes.NewReader(hl))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&rb.header); err != nil {
+	// The header must be canonical JSON with exactly the field names of
+	// BundleHeader, so that every JSON reader sees the same run and closed
+	// claim (encoding/json alone would match "rUN" to "run" and let the
+	// last duplicate win).
+	if err := decodeJSON(hl, true, &rb.header); err != nil {
 		return nil, fmt.Errorf("%w: header: %w", ErrMalformedBundle, err)
 	}
 	if rb.header.V != BundleVersion {

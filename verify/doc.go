@@ -37,16 +37,22 @@
 // # Format
 //
 // Canonical JSON. Records, and the JSON that an args commitment covers, are
-// RFC 8785 (JCS) canonical JSON restricted to integers: numbers are written
-// without fraction, exponent or "-0" and lie within ±(2^53-1), so ES6 number
-// formatting is plain decimal. Members are sorted by UTF-16 code units; strings
-// escape only '"', '\' and control characters (\b \t \n \f \r, else \u00xx
-// lowercase); no whitespace. Parsers reject duplicate member names, lone
-// surrogates (raw or escaped, e.g. "\ud800"), invalid UTF-8, numbers outside
-// the subset (NaN and Infinity are not JSON), nesting deeper than 64 and
-// trailing data ([ErrMalformedJSON] with [ErrDuplicateKey], [ErrNumber],
-// [ErrSurrogate] or [ErrUTF8]); records must also be byte-for-byte canonical
-// ([ErrNotCanonical]).
+// RFC 8785 (JCS) canonical JSON. Numbers are IEEE-754 doubles written as
+// ECMAScript writes them: shortest round-trip digits, plain decimal for
+// magnitudes in [1e-6, 1e21) ("1", "0.5", "9007199254740992"), exponent form
+// otherwise ("1e+21", "1e-7"). A number whose canonical form would denote
+// another decimal value (more precision or range than a double holds, e.g.
+// 9007199254740993 or 1e400) is refused rather than rounded, and so is a
+// written minus zero (RFC 8785 erratum 7920), so two different argument
+// texts never share a commitment. Integers within ±(2^53-1) canonicalize as
+// they did when only integers were accepted. Members are sorted by UTF-16
+// code units; strings escape only '"', '\' and control characters (\b \t
+// \n \f \r, else \u00xx lowercase); no whitespace. Parsers reject duplicate
+// member names, lone surrogates (raw or escaped, e.g. "\ud800"), invalid
+// UTF-8, the numbers above (NaN and Infinity are not JSON), nesting deeper
+// than 64 and trailing data ([ErrMalformedJSON] with [ErrDuplicateKey],
+// [ErrNumber], [ErrSurrogate] or [ErrUTF8]); records must also be
+// byte-for-byte canonical ([ErrNotCanonical]).
 //
 // Record. One JSON object with exactly these members (v1):
 //

@@ -24,6 +24,8 @@ func FuzzFastRecordAgrees(f *testing.F) {
 	f.Add(seedRecord(strings.Repeat("ab", 32), `{"args_commitment":"x","policy_hash":"y"}`))
 	f.Add(seedRecord("", `{"a":[1,2,{"b":"\u0000"}],"n":-9007199254740991}`))
 	f.Add(seedRecord("", `{"b":1,"a":2}`))
+	f.Add(seedRecord("", `{"a":[1.5,1e+21,-5e-324],"policy_hash":"y"}`))
+	f.Add(seedRecord("", `{"a":[1.0,1e21]}`))
 	f.Add(bytes.Replace(seedRecord("", `{}`), []byte(`"v":1`), []byte(`"v":2`), 1))
 	f.Add(bytes.Replace(seedRecord("", `{"key_id":"0a0b0c0d","retired_from_index":5}`), []byte(`call.decided`), []byte(`key.retired`), 1))
 	f.Add([]byte(`{"body":`))

@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"bytes"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
@@ -10,8 +9,6 @@ import (
 	"strings"
 
 	"golang.org/x/mod/sumdb/note"
-
-	"github.com/agentcustody/custody/verify/internal/jcs"
 )
 
 // TrustVersion is the only trust.json format version.
@@ -53,13 +50,8 @@ type TrustedWitness struct {
 // ParseTrust strictly parses and validates trust.json. Errors wrap
 // ErrInvalidTrust.
 func ParseTrust(b []byte) (Trust, error) {
-	if _, err := jcs.Parse(b); err != nil {
-		return Trust{}, fmt.Errorf("%w: %w", ErrInvalidTrust, jsonErr(err))
-	}
 	var t Trust
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&t); err != nil {
+	if err := DecodeJSON(b, &t); err != nil {
 		return Trust{}, fmt.Errorf("%w: %w", ErrInvalidTrust, err)
 	}
 	if _, err := t.compile(); err != nil {

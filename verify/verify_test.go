@@ -433,6 +433,67 @@ func TestArgsCommitment(t *testing.T) {
 	}
 }
 
+// TestArgsCommitmentNumbers pins commitments (computed outside Go, from
+// the canonical bytes): integer-only arguments commit as they did before
+// numbers other than integers were accepted, and the float call of issue 8
+// commits to its RFC 8785 form however its numbers are spelled.
+func TestArgsCommitmentNumbers(t *testing.T) {
+	salt := bytes.Repeat([]byte{7}, verify.ArgsSaltSize)
+	tests := []struct {
+		args, canonical, commitment string
+	}{
+		{`{"n":9007199254740991,"ids":[0,1,42],"count":-9007199254740991}`,
+			`{"count":-9007199254740991,"ids":[0,1,42],"n":9007199254740991}`,
+			"7c03930b5c6dd52cfe4dff49516b407bb96356083d8ec96a6cb013cf0d6cce53"},
+		{`{"b":1,"a":[1.0,"é",1e21]}`, `{"a":[1,"é",1e+21],"b":1}`,
+			"b0fcafc18c586ed0da95c10a23983d4b92a96cff57917da29dd41cdaaf7d5ccb"},
+		{`{"b":1e0,"a":[10e-1,"\u00e9",1E+21]}`, `{"a":[1,"é",1e+21],"b":1}`,
+			"b0fcafc18c586ed0da95c10a23983d4b92a96cff57917da29dd41cdaaf7d5ccb"},
+	}
+	for _, tt := range tests {
+		c, err := verify.CanonicalizeJSON([]byte(tt.args))
+		if err != nil || string(c) != tt.canonical {
+			t.Errorf("CanonicalizeJSON(%s) = %s, %v; want %s", tt.args, c, err, tt.canonical)
+			continue
+		}
+		if got, _ := verify.CommitArgs(salt, c); got != tt.commitment {
+			t.Errorf("CommitArgs(%s) = %s, want %s", tt.canonical, got, tt.commitment)
+		}
+		if err := verify.VerifyArgsReveal(tt.commitment, salt, []byte(tt.args)); err != nil {
+			t.Errorf("VerifyArgsReveal(%s) = %v", tt.args, err)
+		}
+	}
+	// Numbers a double cannot hold as written would make two argument
+	// texts share one commitment: refused.
+	for _, args := range []string{`{"id":9007199254740993}`, `{"x":1e400}`, `{"x":-0}`} {
+		if _, err := verify.CanonicalizeJSON([]byte(args)); !errors.Is(err, verify.ErrNumber) {
+			t.Errorf("CanonicalizeJSON(%s) = %v, want ErrNumber", args, err)
+		}
+	}
+}
+
+// TestVerifyFloatBodies: records whose bodies hold numbers other than
+// integers verify, on the verifier's fast record path (a body it only
+// validates) and its full parse (a body whose text holds `policy_hash"`).
+func TestVerifyFloatBodies(t *testing.T) {
+	key := newKey(t, origin)
+	w := newWitness(t, "w1.example")
+	trust := newTrust(t, origin, 1, []witness{w}, key)
+	l := newTestLog(t, origin, key)
+	l.add("run-f", verify.TypeRunRegistered, nil)
+	l.add("run-f", verify.TypeModelEvent, map[string]any{"cost": 0.0125, "big": 1e21, "tiny": -5e-324})
+	l.add("run-f", verify.TypeCallDecided, map[string]any{"prior_policy_hash": "x", "limits": []any{1.5, int64(2), 1e-7}})
+	l.add("run-f", verify.TypeRunClosing, map[string]any{"reason": "closed"})
+	b := l.bundle("run-f", true, l.checkpoint(w.signer))
+	res, err := verify.Verify(marshal(t, b), trust)
+	if err != nil || res.String() != "VERIFIED" {
+		t.Fatalf("Verify = %v, %v; want VERIFIED", res, err)
+	}
+	if !bytes.Contains(b.Records[1].Record, []byte(`"big":1e+21`)) || !bytes.Contains(b.Records[1].Record, []byte(`"tiny":-5e-324`)) {
+		t.Errorf("record not in RFC 8785 number form: %s", b.Records[1].Record)
+	}
+}
+
 func TestParseTrust(t *testing.T) {
 	f := newFixture(t)
 	good, err := f.trust.Marshal()

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/agentcustody/custody/internal/gateway"
+	"github.com/agentcustody/custody/internal/signer"
 )
 
 // ServeConfig configures `custody serve`. Every field is a flag and may
@@ -85,6 +86,9 @@ type ServeConfig struct {
 	// SignerIdle closes a run with no calls for this long (idle_s).
 	// Default 1h.
 	SignerIdle time.Duration
+	// ApprovalTTL is how long an approval can be approved and consumed
+	// after it was requested. Default 1h; 1s to 168h.
+	ApprovalTTL time.Duration
 	// Witnesses are "VKEY@URL" (the witness's C2SP vkey and submission
 	// URL); WitnessQuorum is how many cosignatures trust.json requires
 	// (default: all of them).
@@ -163,6 +167,7 @@ func Defaults() ServeConfig {
 		Signer:               true,
 		SignerOrigin:         "custody.local/log",
 		SignerIdle:           time.Hour,
+		ApprovalTTL:          time.Hour,
 		WitnessQuorum:        -1,
 		DataDir:              "custody-data",
 		KubernetesAuth:       true,
@@ -205,6 +210,7 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.PolicyDir, "policy-dir", c.PolicyDir, "directory of per-tenant policies, <tenant>.yaml; empty: built-in rules only, unmatched calls denied")
 	fs.BoolVar(&c.PolicyResolve, "policy-resolve", c.PolicyResolve, "resolve host names in tool-call arguments and deny when any address is internal")
 	fs.DurationVar(&c.SignerIdle, "signer-idle", c.SignerIdle, "close a run after this long without calls (idle_s), with a signed run.closing of reason idle_timeout")
+	fs.DurationVar(&c.ApprovalTTL, "approval-ttl", c.ApprovalTTL, "how long a signer approval can be approved and consumed after it was requested (1s to 168h); a pending one pauses its run's idle clock")
 	fs.StringSliceVar(&c.Witnesses, "witness", c.Witnesses, "a witness as VKEY@URL (C2SP vkey and tlog-witness URL), repeatable")
 	fs.IntVar(&c.WitnessQuorum, "witness-quorum", c.WitnessQuorum, "witness cosignatures trust.json requires (-1: all configured witnesses)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "listener for Prometheus /metrics, /healthz and /readyz; empty disables it")
@@ -288,6 +294,9 @@ func (c *ServeConfig) Validate() error {
 	}
 	if c.SignerIdle <= 0 {
 		errs = append(errs, errors.New("--signer-idle must be positive"))
+	}
+	if c.ApprovalTTL < signer.MinApprovalTTL || c.ApprovalTTL > signer.MaxApprovalTTL {
+		errs = append(errs, fmt.Errorf("--approval-ttl must be between %v and %v", signer.MinApprovalTTL, signer.MaxApprovalTTL))
 	}
 	if c.WitnessQuorum > len(c.Witnesses) {
 		errs = append(errs, fmt.Errorf("--witness-quorum %d exceeds the %d witnesses configured", c.WitnessQuorum, len(c.Witnesses)))

@@ -31,6 +31,12 @@ type Server struct {
 	mcp    *mcp.Server
 	log    *slog.Logger
 	refuse RefuseFunc
+	// StrictArgs, if set (before tools are added), reads each call's raw
+	// arguments once more into a new In before the handler runs (the SDK
+	// validates them against the schema, but lets the last of duplicate
+	// members win); its error refuses the call, as a refusal of the
+	// handler would be. Calls without arguments are not checked.
+	StrictArgs func(data []byte, v any) error
 }
 
 // NewServer returns a server named name (e.g. "custody-memory") that
@@ -93,6 +99,11 @@ func Add[In, Out any](s *Server, tool *mcp.Tool, h func(context.Context, apikey.
 		rec, ok := mcpauth.Record(req)
 		if !ok {
 			return nil, zero, s.toolError(ctx, tool.Name, errNoKey)
+		}
+		if strict := s.StrictArgs; strict != nil && len(req.Params.Arguments) > 0 {
+			if err := strict(req.Params.Arguments, new(In)); err != nil {
+				return nil, zero, s.toolError(ctx, tool.Name, err)
+			}
 		}
 		out, err := h(ctx, rec, args)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/agentcustody/custody/internal/apierror"
 	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/verify"
 )
 
 // maxBody bounds request bodies (the args of a call).
@@ -23,6 +25,9 @@ func (s *Signer) Handler() http.Handler {
 	const p = "/v1/signer/runs/{run}"
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/signer/runs", s.route(func(w http.ResponseWriter, r *http.Request, c apikey.Identity) error {
+		if err := decode(w, r, &struct{}{}); err != nil {
+			return err
+		}
 		info, err := s.Register(r.Context(), c)
 		if err != nil {
 			return err
@@ -55,6 +60,9 @@ func (s *Signer) Handler() http.Handler {
 		return reply(w, resp, err)
 	}))
 	mux.Handle("POST "+p+"/close", s.route(func(w http.ResponseWriter, r *http.Request, c apikey.Identity) error {
+		if err := decode(w, r, &struct{}{}); err != nil {
+			return err
+		}
 		resp, err := s.CloseRun(r.Context(), c, r.PathValue("run"))
 		return reply(w, resp, err)
 	}))
@@ -228,6 +236,13 @@ func (s *Signer) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	apierror.Write(w, status, code, msg)
 }
 
+// decode reads a request body of at most maxBody bytes into v (a pointer
+// to the request struct; an empty body leaves v zero) as strictly as a
+// bundle is read (verify.DecodeJSON): duplicate members, names that are
+// not exactly a field's (case-folded, unknown), invalid UTF-8, lone
+// surrogates, inexact numbers and trailing data are refused with
+// ErrInvalid and a message naming the problem, before anything is
+// decided or recorded.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
@@ -236,8 +251,8 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if len(body) == 0 {
 		return nil
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		return errors.Join(ErrInvalid, errors.New("body is not the expected JSON object"))
+	if err := verify.DecodeJSON(body, v); err != nil {
+		return fmt.Errorf("%w: body: %w", ErrInvalid, err)
 	}
 	return nil
 }

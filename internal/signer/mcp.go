@@ -14,6 +14,7 @@ import (
 	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/mcpauth"
 	"github.com/agentcustody/custody/internal/mcptool"
+	"github.com/agentcustody/custody/verify"
 )
 
 // RunArgs name the caller's run: the arguments of signer_close_run and
@@ -86,12 +87,18 @@ type ConsumeApprovalArgs struct {
 // {"error":"forbidden","message":...}.
 //
 // Every HTTP request must carry "Authorization: Bearer <key>", checked
-// with verify; a refused key gets 401 and is logged at Debug by its
+// with verifyKey; a refused key gets 401 and is logged at Debug by its
 // SHA-256 only. Being stateless, the server keeps no MCP session another
 // identity could reuse.
-func (s *Signer) MCPHandler(verify func(ctx context.Context, key string) (apikey.Record, error)) http.Handler {
+func (s *Signer) MCPHandler(verifyKey func(ctx context.Context, key string) (apikey.Record, error)) http.Handler {
 	server := mcptool.NewServer("custody-signer",
 		"Policy decisions and the signed, append-only record of this agent's runs, kept outside the sandbox.", s.log, s.refusal)
+	server.StrictArgs = func(data []byte, v any) error { // as strictly as HTTP bodies (decode)
+		if err := verify.DecodeJSON(data, v); err != nil {
+			return fmt.Errorf("%w: arguments: %w", ErrInvalid, err)
+		}
+		return nil
+	}
 	no, yes := false, true
 	closed := &no
 	addSignerTool(server, &mcp.Tool{Name: "signer_register_run", Description: "Start a run for this agent; returns its run id.",
@@ -147,7 +154,7 @@ func (s *Signer) MCPHandler(verify func(ctx context.Context, key string) (apikey
 			return s.Status(ctx, c, a.Run)
 		})
 
-	return server.Handler(mcpauth.VerifyFunc(verify), 3*maxBody+1<<16)
+	return server.Handler(mcpauth.VerifyFunc(verifyKey), 3*maxBody+1<<16)
 }
 
 // waitApprovalSchema is WaitApprovalArgs' schema with wait_seconds

@@ -62,7 +62,8 @@ type Options struct {
 	// IdleTimeout/10, at most 10s.
 	IdleCheckInterval time.Duration
 	// ApprovalTTL is how long an approval can be approved and consumed
-	// after it was requested. Default 1h.
+	// after it was requested (its expires_at). Default 1h; between
+	// MinApprovalTTL and MaxApprovalTTL (custody serve --approval-ttl).
 	ApprovalTTL time.Duration
 	// CheckpointInterval is how often a checkpoint is signed when the tree
 	// grew. Default 10s. Checkpoints are also signed at every run close,
@@ -207,9 +208,19 @@ type approval struct {
 	changed chan struct{} // closed and replaced on every state change
 }
 
+// Bounds of Options.ApprovalTTL. An approval pauses its run's idle clock
+// while pending, so a week bounds how long a forgotten one keeps a run
+// open; under a second it could not be approved by a person.
+const (
+	MinApprovalTTL = time.Second
+	MaxApprovalTTL = 7 * 24 * time.Hour
+)
+
 // New opens the signer: it loads or creates the key, loads the log state,
 // syncs with the witnesses (detecting a rollback), and starts the group
-// committer, the idle closer and the periodic checkpointer. Close stops them.
+// committer, the idle closer and the periodic checkpointer. Close stops
+// them. Invalid options (a negative duration, an approval TTL out of
+// bounds) are an error.
 func New(ctx context.Context, opts Options) (*Signer, error) {
 	if opts.Store == nil || opts.KeyFile == "" {
 		return nil, errors.New("signer: Store and KeyFile are required")
@@ -228,6 +239,9 @@ func New(ctx context.Context, opts Options) (*Signer, error) {
 	}
 	if opts.ApprovalTTL == 0 {
 		opts.ApprovalTTL = time.Hour
+	}
+	if opts.ApprovalTTL < MinApprovalTTL || opts.ApprovalTTL > MaxApprovalTTL {
+		return nil, fmt.Errorf("signer: approval TTL %v is not between %v and %v", opts.ApprovalTTL, MinApprovalTTL, MaxApprovalTTL)
 	}
 	if opts.CheckpointInterval == 0 {
 		opts.CheckpointInterval = 10 * time.Second

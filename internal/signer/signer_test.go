@@ -388,3 +388,33 @@ func TestRollbackDetected(t *testing.T) {
 		t.Fatalf("decide after acknowledge and restart = %d, want 200", st)
 	}
 }
+
+// TestApprovalTTL: Options.ApprovalTTL sets when an approval expires, and
+// a TTL out of [MinApprovalTTL, MaxApprovalTTL] is refused by New.
+func TestApprovalTTL(t *testing.T) {
+	e := newEnv(t, func(o *signer.Options) { o.ApprovalTTL = 2 * time.Minute })
+	run := e.register(agentTok)
+	if d, _ := e.decide(agentTok, run, "c1", "Deploy", `{}`); d.Effect != "ask" {
+		t.Fatalf("decide Deploy = %+v, want ask", d)
+	}
+	var ap signer.ApprovalInfo
+	if st := e.call(e.api, agentTok, "POST", "/v1/signer/runs/"+run+"/approvals", map[string]any{"call_id": "c1", "tool": "Deploy", "args": map[string]any{}}, &ap); st != 201 {
+		t.Fatalf("request approval = %d", st)
+	}
+	if want := e.clock.Now().Add(2 * time.Minute); !ap.ExpiresAt.Equal(want) {
+		t.Errorf("approval expires_at = %v, want %v (ApprovalTTL 2m)", ap.ExpiresAt, want)
+	}
+	e.clock.Add(2*time.Minute + time.Millisecond)
+	var eb map[string]any
+	if st := e.call(e.admin, "", "POST", "/v1/signer/approvals/"+ap.ID+"/approve", nil, &eb); st != 410 || eb["error"] != "approval_expired" {
+		t.Errorf("approve after the TTL = %d %v, want 410 approval_expired", st, eb)
+	}
+	for _, ttl := range []time.Duration{-time.Second, time.Millisecond, signer.MaxApprovalTTL + time.Second} {
+		opts := e.opts
+		opts.ApprovalTTL = ttl
+		if s, err := signer.New(context.Background(), opts); err == nil {
+			s.Close()
+			t.Errorf("New(ApprovalTTL %v) succeeded", ttl)
+		}
+	}
+}

@@ -1,22 +1,28 @@
 // Package jcs implements a strict JSON parser and the RFC 8785 JSON
-// Canonicalization Scheme (JCS) for the subset of JSON that custody records
-// use.
+// Canonicalization Scheme (JCS).
 //
-// The subset: numbers are integers written without fraction, exponent or
-// minus zero, with absolute value at most 2^53-1 (I-JSON's exactly
-// representable range, so ES6 number formatting is plain decimal). Strict
-// parsing rejects duplicate object member names, invalid UTF-8, escaped or
-// raw lone surrogates, anything after the top-level value, nesting deeper
-// than [MaxDepth], and every number outside the subset (which covers NaN and
-// Infinity, which JSON cannot spell anyway).
+// Numbers are IEEE-754 doubles written as ECMAScript's
+// Number.prototype.toString writes them (RFC 8785 section 3.2.2.3): the
+// shortest digits that round-trip, plain decimal for magnitudes in
+// [1e-6, 1e21), exponent form ("1e+21", "1e-7") otherwise, and 0 for -0.
+// Parsing refuses a number whose canonical form would denote another value
+// (one needing more precision or range than a double, such as
+// 9007199254740993, 1e400 or 1e-400), so that two inputs with different
+// numbers never share a canonical form, and refuses a written minus zero
+// (RFC 8785 erratum 7920). Strict parsing also rejects duplicate object
+// member names, invalid UTF-8, escaped or raw lone surrogates, anything after
+// the top-level value and nesting deeper than [MaxDepth] (NaN and Infinity
+// cannot be written in JSON).
 //
-// Parsed values are nil, bool, string, int64, []any and map[string]any.
+// Parsed values are nil, bool, string, int64 (integers within
+// ±[MaxSafeInteger]), float64 (every other number), []any and map[string]any.
 package jcs
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"unicode/utf16"
@@ -35,7 +41,7 @@ const MaxSafeInteger = 1<<53 - 1
 var (
 	ErrSyntax       = errors.New("invalid JSON")
 	ErrDuplicateKey = errors.New("duplicate object member name")
-	ErrNumber       = errors.New("number is not an integer within ±(2^53-1)")
+	ErrNumber       = errors.New("number not exactly representable as an IEEE-754 double")
 	ErrSurrogate    = errors.New("lone surrogate in string")
 	ErrUTF8         = errors.New("invalid UTF-8")
 	ErrDepth        = errors.New("nesting too deep")
@@ -171,11 +177,14 @@ func (p *parser) value(depth int) (any, error) {
 		}
 		return s, nil
 	case c == '-' || c >= '0' && c <= '9':
-		n, err := p.number()
+		i, f, isFloat, err := p.number()
 		if err != nil || p.discard {
 			return nil, err
 		}
-		return n, nil
+		if isFloat {
+			return f, nil
+		}
+		return i, nil
 	case c == 't':
 		return true, p.lit("true")
 	case c == 'f':
@@ -298,46 +307,6 @@ func (p *parser) array(depth int) (any, error) {
 			return nil, p.err(ErrSyntax, "expected ',' or ']'")
 		}
 	}
-}
-
-// number reads an integer of the accepted subset without allocating.
-func (p *parser) number() (int64, error) {
-	start := p.i
-	neg := p.b[p.i] == '-'
-	if neg {
-		p.i++
-	}
-	digits := p.i
-	for p.i < len(p.b) && p.b[p.i] >= '0' && p.b[p.i] <= '9' {
-		p.i++
-	}
-	n := p.i - digits
-	if n == 0 {
-		return 0, p.err(ErrSyntax, "invalid number")
-	}
-	if n > 1 && p.b[digits] == '0' {
-		return 0, &Error{Offset: start, Err: ErrSyntax, Detail: "leading zero"}
-	}
-	if p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E') {
-		return 0, &Error{Offset: start, Err: ErrNumber, Detail: "fraction or exponent"}
-	}
-	if neg && n == 1 && p.b[digits] == '0' {
-		return 0, &Error{Offset: start, Err: ErrNumber, Detail: "minus zero"}
-	}
-	// MaxSafeInteger has 16 digits; 16 digits cannot overflow int64.
-	var v int64
-	if n <= 16 {
-		for _, c := range p.b[digits:p.i] {
-			v = v*10 + int64(c-'0')
-		}
-	}
-	if n > 16 || v > MaxSafeInteger {
-		return 0, &Error{Offset: start, Err: ErrNumber, Detail: string(p.b[start:p.i])}
-	}
-	if neg {
-		v = -v
-	}
-	return v, nil
 }
 
 func hexval(c byte) rune {
@@ -525,9 +494,9 @@ func (p *parser) escapedString(start int) (_ string, err error) {
 }
 
 // Append appends the RFC 8785 canonical encoding of v to dst. v must be built
-// from the types Parse returns; int and bool variants (int, int32, uint32) are
-// accepted for convenience. Integers outside ±(2^53-1) and other types fail
-// with ErrUnsupported.
+// from the types Parse returns; int variants (int, int32, uint32) are
+// accepted for convenience. Integers outside ±(2^53-1), NaN, infinities and
+// other types fail with ErrUnsupported.
 func Append(dst []byte, v any) ([]byte, error) {
 	return appendValue(dst, v, 0)
 }
@@ -554,6 +523,11 @@ func appendValue(dst []byte, v any, depth int) ([]byte, error) {
 		return appendInt(dst, int64(v))
 	case uint32:
 		return appendInt(dst, int64(v))
+	case float64:
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%w: %v", ErrUnsupported, v)
+		}
+		return appendFloat(dst, v), nil
 	case []any:
 		dst = append(dst, '[')
 		for i, e := range v {

@@ -21,11 +21,28 @@ func TestCanonicalize(t *testing.T) {
 		{`"\u0000\u001f\b\t\n\f\r\"\\\/\u00e9\u2028"`, "\"\\u0000\\u001f\\b\\t\\n\\f\\r\\\"\\\\/é\u2028\"", nil},
 		{`9007199254740991`, `9007199254740991`, nil},
 		{`-9007199254740991`, `-9007199254740991`, nil},
-		{`9007199254740992`, ``, ErrNumber},
+		// The call from issue 8 that was undecidable.
+		{`{"b":1,"a":[1.0,"é",1e21]}`, `{"a":[1,"é",1e+21],"b":1}`, nil},
+		{`9007199254740992`, `9007199254740992`, nil},
+		{`9007199254740993`, ``, ErrNumber}, // would canonicalize to ...992
 		{`12345678901234567890`, ``, ErrNumber},
-		{`1.0`, ``, ErrNumber},
-		{`1e3`, ``, ErrNumber},
+		{`1e400`, ``, ErrNumber},
+		{`1e-400`, ``, ErrNumber},
+		{`0.30000000000000000001`, ``, ErrNumber},
+		{`1.0`, `1`, nil},
+		{`1e3`, `1000`, nil},
+		{`1E+3`, `1000`, nil},
 		{`-0`, ``, ErrNumber},
+		{`-0.0`, ``, ErrNumber},
+		{`0.0`, `0`, nil},
+		{`0e-5`, `0`, nil},
+		{`1.`, ``, ErrSyntax},
+		{`.5`, ``, ErrSyntax},
+		{`1e`, ``, ErrSyntax},
+		{`1e+`, ``, ErrSyntax},
+		{`+1`, ``, ErrSyntax},
+		{`0x10`, ``, ErrSyntax},
+		{`1_0`, ``, ErrSyntax},
 		{`NaN`, ``, ErrSyntax},
 		{`Infinity`, ``, ErrSyntax},
 		{`01`, ``, ErrSyntax},
@@ -56,12 +73,14 @@ func TestCanonicalize(t *testing.T) {
 }
 
 func TestParseCanonical(t *testing.T) {
-	for _, in := range []string{`{"b":1,"a":2}`, `{ "a":1}`, `{"a":"\/"}`, `"\u0041"`, `"\u000A"`, `"\u000a"`, `"\u001F"`, `[1, 2]`} {
+	for _, in := range []string{`{"b":1,"a":2}`, `{ "a":1}`, `{"a":"\/"}`, `"\u0041"`, `"\u000A"`, `"\u000a"`, `"\u001F"`, `[1, 2]`,
+		`1.0`, `1e3`, `1e21`, `1E+21`, `0.5e-6`, `1.5E+300`, `0.0`} {
 		if _, err := ParseCanonical([]byte(in)); !errors.Is(err, ErrNotCanonical) {
 			t.Errorf("ParseCanonical(%q) = %v, want ErrNotCanonical", in, err)
 		}
 	}
-	for _, in := range []string{`{"a":1,"b":[true,null,"\u001f\n\""]}`, `{}`, `[]`, `"\u0000"`} {
+	for _, in := range []string{`{"a":1,"b":[true,null,"\u001f\n\""]}`, `{}`, `[]`, `"\u0000"`,
+		`[1.5,1e+21,5e-7,-0.000001,9007199254740992,1.7976931348623157e+308]`} {
 		if _, err := ParseCanonical([]byte(in)); err != nil {
 			t.Errorf("ParseCanonical(%q) = %v", in, err)
 		}
@@ -85,7 +104,8 @@ func TestDepth(t *testing.T) {
 }
 
 func FuzzCanonicalize(f *testing.F) {
-	for _, s := range []string{`{"a":[1,"\ud83d\ude00",{"b":null}]}`, `"\u00e9"`, `-12`, `{"a":1,"a":2}`} {
+	for _, s := range []string{`{"a":[1,"\ud83d\ude00",{"b":null}]}`, `"\u00e9"`, `-12`, `{"a":1,"a":2}`,
+		`[1.0,1e21,-5e-324,0.1,123456789012345678]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
