@@ -130,6 +130,18 @@ func (g *Gateway) stale() bool {
 	return g.now().UnixNano()-g.freshAt.Load() >= int64(g.maxStale)
 }
 
+// Current reports, for readiness, whether this replica's view of
+// revocations is within [Options.MaxStaleness]: nil, or an error wrapping
+// [ErrRevocationStale] saying how old it is. While it is not, the data
+// plane refuses every request.
+func (g *Gateway) Current(context.Context) error {
+	if g.stale() {
+		age := time.Duration(g.now().UnixNano() - g.freshAt.Load()).Round(time.Millisecond)
+		return fmt.Errorf("%w: last successful poll %v ago (bound %v)", ErrRevocationStale, age, g.maxStale)
+	}
+	return nil
+}
+
 // markFresh records a successful poll that started at started: the view
 // is current for another MaxStaleness.
 func (g *Gateway) markFresh(started time.Time) {

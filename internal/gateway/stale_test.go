@@ -66,6 +66,9 @@ func TestStaleRevocationViewFailsClosed(t *testing.T) {
 	if code != http.StatusServiceUnavailable || body != "gateway revocation view is stale\n" || hdr.Get("Retry-After") != "1" {
 		t.Errorf("while stale = %d %q Retry-After %q; want 503 gateway revocation view is stale, Retry-After 1", code, body, hdr.Get("Retry-After"))
 	}
+	if err := e.g.Current(t.Context()); !errors.Is(err, ErrRevocationStale) {
+		t.Errorf("Current() while stale = %v, want ErrRevocationStale", err)
+	}
 	if strings.Contains(e.logs.String(), m.Token) {
 		t.Error("the log holds the token")
 	}
@@ -75,6 +78,9 @@ func TestStaleRevocationViewFailsClosed(t *testing.T) {
 		code, _, _ := e.do(t, "POST", "/openai/v1/chat/completions", bearer(m.Token), "{}")
 		return code != http.StatusServiceUnavailable
 	})
+	if err := e.g.Current(t.Context()); err != nil {
+		t.Errorf("Current() once polled again = %v", err)
+	}
 }
 
 func TestMaxStalenessValidated(t *testing.T) {
