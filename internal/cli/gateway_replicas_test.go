@@ -296,6 +296,9 @@ func TestGatewayReplicaCutFromDatabaseFailsClosed(t *testing.T) {
 	if err := <-clientEnd; err == nil {
 		t.Error("B's stream ended cleanly; want it cut")
 	}
+	if st, body, _ := c.do("GET", "http://"+b.metrics+"/readyz", "", ""); st != http.StatusServiceUnavailable || !strings.Contains(body, "gateway_revocations") {
+		t.Errorf("B's /readyz while stale = %d %s; want 503 naming gateway_revocations", st, body)
+	}
 
 	proxy.heal()
 	deadline := time.Now().Add(30 * time.Second)

@@ -193,6 +193,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		}
 		defer gw.Close()
 		followGatewayRevocations(ctx, db, gw, log)
+		health.checks = append(health.checks, readinessCheck{"gateway_revocations", gw.Current})
 		servers = append(servers, &namedServer{name: "gateway", addr: cfg.GatewayListen, handler: gw.DataHandler()})
 	}
 	if cfg.AdminTokenFile != "" || len(cfg.AdminServiceAccounts) > 0 {

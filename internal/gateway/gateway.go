@@ -408,8 +408,9 @@ type Gateway struct {
 
 	cursor int64 // largest revocation Seq applied; owned by the poller
 
-	// freshAt is g.now() in Unix nanoseconds at the start of the last
-	// successful poll; freshened wakes the staleness watcher after one.
+	// freshAt is g.monotonic() at the start of the last successful poll,
+	// in nanoseconds; freshened wakes the staleness watcher after one.
+	epoch     time.Time
 	freshAt   atomic.Int64
 	freshened chan struct{}
 	pollNow   chan struct{} // see PollNow
@@ -496,6 +497,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		metrics:   newMetrics(names),
 		done:      make(chan struct{}),
 		freshened: make(chan struct{}, 1),
+		epoch:     time.Now(),
 		pollNow:   make(chan struct{}, 1),
 	}
 	g.proxy = &httputil.ReverseProxy{

@@ -127,13 +127,33 @@ func (s *inflightSet) cancelAll(cause error) int {
 // stale reports whether this replica's view of revocations is older than
 // MaxStaleness: the gateway must then refuse every request.
 func (g *Gateway) stale() bool {
-	return g.now().UnixNano()-g.freshAt.Load() >= int64(g.maxStale)
+	return g.sinceFresh() >= g.maxStale
 }
+
+// Current reports, for readiness, whether this replica's view of
+// revocations is within [Options.MaxStaleness]: nil, or an error wrapping
+// [ErrRevocationStale] saying how old it is. While it is not, the data
+// plane refuses every request.
+func (g *Gateway) Current(context.Context) error {
+	if g.stale() {
+		age := g.sinceFresh().Round(time.Millisecond)
+		return fmt.Errorf("%w: last successful poll %v ago (bound %v)", ErrRevocationStale, age, g.maxStale)
+	}
+	return nil
+}
+
+// monotonic is the time since the gateway was made, on the monotonic
+// clock: staleness is measured on it, not on Options.Now or the wall
+// clock, so that a clock step neither hides an outage nor makes one up.
+func (g *Gateway) monotonic() time.Duration { return time.Since(g.epoch) }
+
+// sinceFresh is how long ago the last successful poll started.
+func (g *Gateway) sinceFresh() time.Duration { return g.monotonic() - time.Duration(g.freshAt.Load()) }
 
 // markFresh records a successful poll that started at started: the view
 // is current for another MaxStaleness.
-func (g *Gateway) markFresh(started time.Time) {
-	g.freshAt.Store(started.UnixNano())
+func (g *Gateway) markFresh(started time.Duration) {
+	g.freshAt.Store(int64(started))
 	select {
 	case g.freshened <- struct{}{}:
 	default:
@@ -160,7 +180,7 @@ func (g *Gateway) watchStaleness(ctx context.Context) {
 			}
 		case <-t.C:
 		}
-		left := time.Duration(g.freshAt.Load() + int64(g.maxStale) - g.now().UnixNano())
+		left := g.maxStale - g.sinceFresh()
 		if left > 0 {
 			t.Reset(left)
 			continue
@@ -238,7 +258,7 @@ func (g *Gateway) PollNow() {
 // pollRevocations applies the revocations committed since the last poll
 // and, when it succeeds, marks the view fresh as of its start.
 func (g *Gateway) pollRevocations(ctx context.Context) error {
-	started := g.now()
+	started := g.monotonic()
 	revs, err := g.store.ListRevocations(ctx, g.cursor)
 	if err != nil {
 		return fmt.Errorf("gateway: list revocations: %w", err)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -66,6 +67,9 @@ func TestStaleRevocationViewFailsClosed(t *testing.T) {
 	if code != http.StatusServiceUnavailable || body != "gateway revocation view is stale\n" || hdr.Get("Retry-After") != "1" {
 		t.Errorf("while stale = %d %q Retry-After %q; want 503 gateway revocation view is stale, Retry-After 1", code, body, hdr.Get("Retry-After"))
 	}
+	if err := e.g.Current(t.Context()); !errors.Is(err, ErrRevocationStale) {
+		t.Errorf("Current() while stale = %v, want ErrRevocationStale", err)
+	}
 	if strings.Contains(e.logs.String(), m.Token) {
 		t.Error("the log holds the token")
 	}
@@ -75,11 +79,34 @@ func TestStaleRevocationViewFailsClosed(t *testing.T) {
 		code, _, _ := e.do(t, "POST", "/openai/v1/chat/completions", bearer(m.Token), "{}")
 		return code != http.StatusServiceUnavailable
 	})
+	if err := e.g.Current(t.Context()); err != nil {
+		t.Errorf("Current() once polled again = %v", err)
+	}
 }
 
 func TestMaxStalenessValidated(t *testing.T) {
 	if g, err := New(t.Context(), Options{Store: newMemStore(), SigningKey: newKey(t), PollInterval: time.Second, MaxStaleness: 1500 * time.Millisecond}); err == nil {
 		g.Close()
 		t.Error("New(MaxStaleness under 2 × PollInterval) = nil error")
+	}
+}
+
+// TestStalenessIgnoresClockSteps: staleness is measured on the monotonic
+// clock, so a step of the wall clock (or of Options.Now) neither makes a
+// current view stale nor a stale one current.
+func TestStalenessIgnoresClockSteps(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e := newEnv(t, func(o *Options) { o.Now = clock; o.PollInterval = time.Second; o.MaxStaleness = 5 * time.Second })
+	m := e.mint(t, Grant{Providers: []string{"openai"}})
+	mu.Lock()
+	now = now.Add(10 * time.Minute) // the clock steps forward
+	mu.Unlock()
+	if code, _, body := e.do(t, "POST", "/openai/v1/chat/completions", bearer(m.Token), "{}"); code != 200 {
+		t.Errorf("after a 10-minute clock step = %d %q, want 200", code, body)
+	}
+	if err := e.g.Current(t.Context()); err != nil {
+		t.Errorf("Current() after a clock step = %v", err)
 	}
 }
