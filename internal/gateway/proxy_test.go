@@ -131,6 +131,7 @@ func TestRefusalStatusCodes(t *testing.T) {
 		{fmt.Errorf("%w x", ErrProviderScope), 403},
 		{fmt.Errorf("%w x", ErrModelScope), 403},
 		{ErrRevoked, 401},
+		{fmt.Errorf("%w x: files", ErrPathNotAllowed), 403},
 		{fmt.Errorf("%w x", ErrNoProviderKey), 502},
 		{ErrUpstream, 502},
 		{ErrUpstreamTimeout, 504},
