@@ -71,12 +71,12 @@ func newBenchEnv(b *testing.B) *benchEnv {
 	// The floor: the least a reverse proxy can do, on the same transport
 	// configuration.
 	floorTr := newTransport(nil, 10*time.Minute)
-	floor := httptest.NewServer(&httputil.ReverseProxy{
+	floor := httptest.NewServer(fullDuplex(&httputil.ReverseProxy{
 		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
 		Transport:     floorTr,
 		FlushInterval: -1,
-	})
-	scrubFloor := httptest.NewServer(&httputil.ReverseProxy{
+	}))
+	scrubFloor := httptest.NewServer(fullDuplex(&httputil.ReverseProxy{
 		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
 		Transport:     floorTr,
 		FlushInterval: -1,
@@ -86,7 +86,7 @@ func newBenchEnv(b *testing.B) *benchEnv {
 			res.Header.Del("Content-Length")
 			return nil
 		},
-	})
+	}))
 
 	keys := b.TempDir()
 	os.WriteFile(filepath.Join(keys, "openai"), []byte("sk-bench"), 0o600)
@@ -113,6 +113,17 @@ func newBenchEnv(b *testing.B) *benchEnv {
 		e.get(b, e.gw.URL+"/openai/v1/chat/completions")
 	}
 	return e
+}
+
+// fullDuplex is what a bare ReverseProxy needs not to cut streams on
+// keep-alive connections (see Gateway.serveData): without it the floor
+// itself cut about one stream in a thousand.
+func fullDuplex(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex()
+		defer r.Body.Close()
+		h.ServeHTTP(w, r)
+	})
 }
 
 func (e *benchEnv) close() {
@@ -280,7 +291,7 @@ func (e *benchEnv) sse(b *testing.B, url string) (time.Duration, []byte) {
 			break
 		}
 		if err != nil {
-			b.Fatal(err)
+			b.Fatalf("%s: %v", url, err)
 		}
 	}
 	return first, body.Bytes()

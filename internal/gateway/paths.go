@@ -113,16 +113,12 @@ func parsePathRule(s string) (pathRule, error) {
 	return r, nil
 }
 
-// matches reports whether rule r admits method and path (decoded, dot
-// segments resolved, starting with "/").
-func (r pathRule) matches(method, path string) bool {
+// matches reports whether rule r admits method and the path split into
+// segs (decoded, dot segments resolved).
+func (r pathRule) matches(method string, segs []string) bool {
 	if r.method != "" && r.method != method {
 		return false
 	}
-	if !strings.HasPrefix(path, "/") {
-		return false
-	}
-	segs := strings.Split(path[1:], "/")
 	for i, rs := range r.segs {
 		if rs == "**" {
 			if len(segs) <= i {
@@ -153,10 +149,15 @@ func segmentMatches(rule, seg string) bool {
 	return segmentName.MatchString(seg[len(pre) : len(seg)-len(suf)])
 }
 
-// allowsPath reports whether provider p admits method on path.
+// allowsPath reports whether provider p admits method on path (decoded,
+// dot segments resolved, starting with "/").
 func (p *provider) allowsPath(method, path string) bool {
+	if !strings.HasPrefix(path, "/") {
+		return false
+	}
+	segs := strings.Split(path[1:], "/")
 	for _, r := range p.allow {
-		if r.matches(method, path) {
+		if r.matches(method, segs) {
 			return true
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -506,7 +507,9 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 // secret of the provider, refuses a content-encoded body (see
 // [errEncodedResponse]) and wraps every body in a [responseBody] that
 // scrubs it and its trailers on the way back, streaming. The length
-// changes where a secret is replaced, so Content-Length is dropped.
+// changes where a secret is replaced, so Content-Length is dropped,
+// except for a body of at most [maxWholeBody] bytes that is no event
+// stream: it is scrubbed whole and declares its new length.
 func (g *Gateway) modifyResponse(res *http.Response) error {
 	st := stateFrom(res.Request.Context())
 	if st == nil {
@@ -539,6 +542,17 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	rb := &responseBody{src: res.Body, res: res, ctx: res.Request.Context(), secrets: secrets}
 	if isEventStream(res.Header) {
 		rb.endEvent = streamErrorEvent(st.provider.kind, st.rest)
+	} else if res.ContentLength >= 0 && res.ContentLength <= maxWholeBody {
+		rb.readSize = int(res.ContentLength) + 1 // the body and its EOF in one read
+		b, err := io.ReadAll(rb)
+		rb.Close()
+		if err != nil {
+			return err
+		}
+		res.Body = io.NopCloser(bytes.NewReader(b))
+		res.ContentLength = int64(len(b))
+		res.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
 	}
 	res.Body = rb
 	res.ContentLength = -1

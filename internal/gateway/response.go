@@ -17,6 +17,13 @@ const redacted = "[redacted]"
 // once; each read is passed on (and flushed) before the next.
 const scrubReadSize = 32 << 10
 
+// maxWholeBody is the largest body of declared length (not an event
+// stream) that is read whole before it is passed on, so that its
+// scrubbed length can be declared again: a small JSON answer keeps its
+// Content-Length (one write to the client, not a chunked stream) and
+// waits for nothing but its own last byte.
+const maxWholeBody = 64 << 10
+
 // maxHeldEvent bounds the incomplete server-sent event a response body
 // holds back so that a cut stream can end on an event boundary. Holding
 // it delays nothing a client can use (an event is dispatched only at its
@@ -49,6 +56,7 @@ type responseBody struct {
 	// text; nil when the body is not an event stream.
 	endEvent func(text string) []byte
 
+	readSize int    // the most read from src at once
 	buf      []byte // what was held back, then the last upstream read
 	work     []byte // buf with secrets replaced, when it held one
 	held     []byte // withheld from the client (in buf or work): a possible secret prefix, an incomplete event
@@ -175,14 +183,17 @@ func (b *responseBody) fill() {
 	// Move what was held back to the front of buf (out is drained, so
 	// nothing else in buf or work is still needed) and read after it.
 	k := len(b.held)
-	if cap(b.buf) < k+scrubReadSize {
-		nb := make([]byte, k+scrubReadSize)
+	if b.readSize == 0 {
+		b.readSize = scrubReadSize
+	}
+	if cap(b.buf) < k+b.readSize {
+		nb := make([]byte, k+b.readSize)
 		copy(nb, b.held)
 		b.buf = nb
 	} else {
 		copy(b.buf[:cap(b.buf)], b.held)
 	}
-	n, err := b.src.Read(b.buf[k : k+scrubReadSize])
+	n, err := b.src.Read(b.buf[k : k+b.readSize])
 	w := b.buf[:k+n]
 	if anySecret(w, b.secrets) {
 		b.work = replaceSecrets(b.work[:0], w, b.secrets)

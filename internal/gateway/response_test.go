@@ -229,6 +229,10 @@ func TestScrubThroughGateway(t *testing.T) {
 			if strings.Contains(strings.ToLower(all.String()), strings.ToLower(key)) {
 				t.Errorf("POST %s: the real key reached the client:\n%.500s", tt.path, all.String())
 			}
+			// A small answer is scrubbed whole and declares its new length.
+			if small := tt.path == "/v1/ok" || tt.path == "/v1/error"; small && resp.ContentLength != int64(len(body)) {
+				t.Errorf("POST %s: Content-Length %d, want %d", tt.path, resp.ContentLength, len(body))
+			}
 			if tt.path == "/v1/trailer" && resp.Trailer.Get("X-Echo") != redacted {
 				t.Errorf("trailer X-Echo = %q, want %q", resp.Trailer.Get("X-Echo"), redacted)
 			}
