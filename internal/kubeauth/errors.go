@@ -26,6 +26,10 @@ var (
 	// of Options.Namespaces.
 	ErrNamespaceNotServed = fmt.Errorf("%w: namespace not served", ErrUnauthenticated)
 	ErrPodGone            = fmt.Errorf("%w: pod is gone, replaced or being deleted", ErrUnauthenticated)
+	// ErrServiceAccountGone: the token's service account is gone, being
+	// deleted, or was re-created (another UID than TokenReview
+	// status.user.uid).
+	ErrServiceAccountGone = fmt.Errorf("%w: service account is gone or was re-created", ErrUnauthenticated)
 	ErrNotSandbox         = fmt.Errorf("%w: pod is not controlled by a Sandbox", ErrUnauthenticated)
 	ErrOwnerMismatch      = fmt.Errorf("%w: owner reference does not match the live owner", ErrUnauthenticated)
 	// ErrNotTracked: the owner exists but does not point back: the Sandbox

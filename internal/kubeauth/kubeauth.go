@@ -13,10 +13,16 @@
 // keeps authenticating a deleted pod's bound token for a few seconds (its
 // own cache) and a gracefully deleted pod's token until deletionTimestamp
 // plus 60 s, so the pod is read live and refused when it is gone, has
-// another UID, or has a deletionTimestamp.
+// another UID, or has a deletionTimestamp. The API server also caches a
+// successful TokenReview for 10 s (kube-apiserver TokenSuccessCacheTTL),
+// so a token of a service account that was deleted and re-created under
+// the same name still authenticates for that long: the ServiceAccount is
+// read live too and its UID must be the one the token was issued for
+// (TokenReview status.user.uid).
 //
-// RBAC needed: create tokenreviews (cluster), and get pods, sandboxes,
-// sandboxclaims in each tenant namespace (a Role per namespace).
+// RBAC needed: create tokenreviews (cluster), and get pods,
+// serviceaccounts, sandboxes, sandboxclaims in each tenant namespace (a
+// Role per namespace).
 package kubeauth
 
 import (
@@ -166,6 +172,9 @@ func (e *Exchanger) Authenticate(ctx context.Context, token string) (apikey.Iden
 	if err != nil {
 		return apikey.Identity{}, err
 	}
+	if err := e.liveServiceAccount(ctx, user); err != nil {
+		return apikey.Identity{}, err
+	}
 	chain, err := e.ownerChain(ctx, pod)
 	if err != nil {
 		return apikey.Identity{}, err
@@ -204,7 +213,10 @@ func (e *Exchanger) acquire(ctx context.Context) error {
 
 type reviewedUser struct {
 	username, namespace, serviceAccount string
-	podName, podUID                     string
+	// uid is the service account's UID the token was issued for
+	// (TokenReview status.user.uid).
+	uid             string
+	podName, podUID string
 }
 
 // ServiceAccount attests token as a projected service-account token for
@@ -250,7 +262,7 @@ func (e *Exchanger) review(ctx context.Context, token, audience string) (reviewe
 	if !ok {
 		return reviewedUser{}, ErrNotServiceAccount
 	}
-	u := reviewedUser{username: st.User.Username, namespace: ns, serviceAccount: sa}
+	u := reviewedUser{username: st.User.Username, namespace: ns, serviceAccount: sa, uid: st.User.UID}
 	u.podName, u.podUID = single(st.User.Extra[ExtraPodName]), single(st.User.Extra[ExtraPodUID])
 	if u.podName == "" || u.podUID == "" {
 		return u, ErrNotBound
@@ -275,6 +287,28 @@ func (e *Exchanger) livePod(ctx context.Context, ns, name, uid string) (*corev1.
 		return nil, ErrPodGone
 	}
 	return pod, nil
+}
+
+// liveServiceAccount GETs the token's service account and checks it is
+// the one the token was issued for: same UID (TokenReview
+// status.user.uid, which the API server sets from the token's
+// kubernetes.io.serviceaccount.uid claim) and not being deleted. An empty
+// UID cannot be checked and is refused.
+func (e *Exchanger) liveServiceAccount(ctx context.Context, u reviewedUser) error {
+	if u.uid == "" {
+		return ErrServiceAccountGone
+	}
+	sa, err := e.kube.CoreV1().ServiceAccounts(u.namespace).Get(ctx, u.serviceAccount, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ErrServiceAccountGone
+	}
+	if err != nil {
+		return apiError("get serviceaccount", err)
+	}
+	if string(sa.UID) != u.uid || sa.DeletionTimestamp != nil {
+		return ErrServiceAccountGone
+	}
+	return nil
 }
 
 // PodAlive reports whether the pod that id names (Tenant/Session with

@@ -29,10 +29,13 @@ type world struct {
 	review    authnv1.TokenReviewStatus
 	reviewErr error
 	pod       *corev1.Pod
+	sa        *corev1.ServiceAccount
 	sandbox   *unstructured.Unstructured
 	claim     *unstructured.Unstructured
 	reviews   int
 	auds      []string
+	// forbidden makes GETs of these resources fail with 403 Forbidden.
+	forbidden map[string]bool
 }
 
 func owner(apiVersion, kind, name string, uid types.UID) metav1.OwnerReference {
@@ -60,6 +63,7 @@ func goodWorld() *world {
 			Audiences:     []string{"custody"},
 			User: authnv1.UserInfo{
 				Username: "system:serviceaccount:agents:agent",
+				UID:      "sa-uid",
 				Extra: map[string]authnv1.ExtraValue{
 					ExtraPodName: {"pool-x7k2q"},
 					ExtraPodUID:  {"pod-uid"},
@@ -70,6 +74,7 @@ func goodWorld() *world {
 			Namespace: "agents", Name: "pool-x7k2q", UID: "pod-uid",
 			OwnerReferences: []metav1.OwnerReference{owner("agents.x-k8s.io/v1beta1", "Sandbox", "pool-x7k2q", "sb-uid")},
 		}},
+		sa: &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: "agent", UID: "sa-uid"}},
 		sandbox: obj("agents.x-k8s.io/v1beta1", "Sandbox", "pool-x7k2q", "sb-uid",
 			owner("extensions.agents.x-k8s.io/v1beta1", "SandboxClaim", "run-1", "claim-uid")),
 		claim: withStatusSandbox(obj("extensions.agents.x-k8s.io/v1beta1", "SandboxClaim", "run-1", "claim-uid"), "pool-x7k2q"),
@@ -89,6 +94,19 @@ func (w *world) exchanger(t *testing.T) *Exchanger {
 			t.Fatal(err)
 		}
 	}
+	if w.sa != nil {
+		if err := kube.Tracker().Add(w.sa); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forbid := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		gr := a.GetResource().GroupResource()
+		if !w.forbidden[gr.Resource] {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewForbidden(gr, "x", errors.New("RBAC: system:serviceaccount:custody-system:custody cannot get"))
+	}
+	kube.PrependReactor("get", "*", forbid)
 	kube.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		w.reviews++
 		tr := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview)
@@ -101,6 +119,7 @@ func (w *world) exchanger(t *testing.T) *Exchanger {
 	scheme := runtime.NewScheme()
 	gvrs := map[schema.GroupVersionResource]string{SandboxGVR: "SandboxList", SandboxClaimGVR: "SandboxClaimList"}
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(scheme, gvrs)
+	dyn.PrependReactor("get", "*", forbid)
 	for gvr, o := range map[schema.GroupVersionResource]*unstructured.Unstructured{SandboxGVR: w.sandbox, SandboxClaimGVR: w.claim} {
 		if o == nil {
 			continue
@@ -144,6 +163,10 @@ func TestAuthenticateRefusals(t *testing.T) {
 		{"pod gone", func(w *world) { w.pod = nil }, ErrPodGone, 401},
 		{"pod replaced", func(w *world) { w.pod.UID = "other" }, ErrPodGone, 401},
 		{"pod terminating", func(w *world) { now := metav1.Now(); w.pod.DeletionTimestamp = &now }, ErrPodGone, 401},
+		{"service account deleted", func(w *world) { w.sa = nil }, ErrServiceAccountGone, 401},
+		{"service account re-created (new uid)", func(w *world) { w.sa.UID = "sa-uid-2" }, ErrServiceAccountGone, 401},
+		{"service account being deleted", func(w *world) { now := metav1.Now(); w.sa.DeletionTimestamp = &now }, ErrServiceAccountGone, 401},
+		{"review without user uid", func(w *world) { w.review.User.UID = "" }, ErrServiceAccountGone, 401},
 		{"pod without controller", func(w *world) { w.pod.OwnerReferences = nil }, ErrNotSandbox, 401},
 		{"pod owned by a ReplicaSet", func(w *world) {
 			w.pod.OwnerReferences = []metav1.OwnerReference{owner("apps/v1", "ReplicaSet", "rs", "rs-uid")}
@@ -178,6 +201,7 @@ func TestAuthenticateRefusals(t *testing.T) {
 			w.reviewErr = apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"}, "", errors.New("RBAC"))
 		}, ErrPermission, 500},
 		{"api server down", func(w *world) { w.reviewErr = errors.New("connection refused") }, ErrAPIServer, 503},
+		{"get serviceaccounts forbidden", func(w *world) { w.forbidden = map[string]bool{"serviceaccounts": true} }, ErrPermission, 500},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -291,18 +315,21 @@ func TestReady(t *testing.T) {
 	w := goodWorld()
 	ex := w.exchanger(t)
 	kube := ex.kube.(*fake.Clientset)
-	allowed := map[string]bool{"tokenreviews": true, "pods": true, "sandboxes": true}
+	allowed := map[string]bool{"tokenreviews": true, "pods": true, "serviceaccounts": true, "sandboxes": true, "sandboxclaims": true}
 	kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authzv1.SelfSubjectAccessReview)
 		r.Status.Allowed = allowed[r.Spec.ResourceAttributes.Resource]
 		return true, r, nil
 	})
 	ex.namespaces = []string{"agents"}
-	err := ex.Ready(context.Background())
-	if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "sandboxclaims") {
-		t.Fatalf("Ready() = %v, want ErrPermission naming sandboxclaims", err)
+	for _, missing := range []string{"serviceaccounts", "sandboxclaims"} {
+		allowed[missing] = false
+		err := ex.Ready(context.Background())
+		if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "get "+missing) {
+			t.Errorf("Ready() without get %s = %v, want ErrPermission naming it", missing, err)
+		}
+		allowed[missing] = true
 	}
-	allowed["sandboxclaims"] = true
 	if err := ex.Ready(context.Background()); err != nil {
 		t.Fatalf("Ready() = %v, want nil", err)
 	}

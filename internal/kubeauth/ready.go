@@ -10,7 +10,7 @@ import (
 
 // Ready checks, with SelfSubjectAccessReviews, that custody may create
 // TokenReviews and, in each configured tenant namespace, get pods,
-// sandboxes and sandboxclaims. It returns an error naming the first
+// serviceaccounts, sandboxes and sandboxclaims. It returns an error naming the first
 // missing permission (wrapping ErrPermission) or ErrAPIServer.
 func (e *Exchanger) Ready(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, e.callTO)
@@ -19,6 +19,7 @@ func (e *Exchanger) Ready(ctx context.Context) error {
 	for _, ns := range e.namespaces {
 		checks = append(checks,
 			authzv1.ResourceAttributes{Namespace: ns, Resource: "pods", Verb: "get"},
+			authzv1.ResourceAttributes{Namespace: ns, Resource: "serviceaccounts", Verb: "get"},
 			authzv1.ResourceAttributes{Namespace: ns, Group: SandboxGVR.Group, Resource: SandboxGVR.Resource, Verb: "get"},
 			authzv1.ResourceAttributes{Namespace: ns, Group: SandboxClaimGVR.Group, Resource: SandboxClaimGVR.Resource, Verb: "get"},
 		)
