@@ -13,7 +13,9 @@ import (
 
 // Sentinel errors. Everything a caller could have caused wraps
 // ErrUnauthenticated (a uniform 401) except ErrWarmPool, which has its own
-// 401 body because the caller can fix it by waiting for a claim.
+// 401 body because the caller can fix it by waiting for a claim, and
+// ErrNotClaimed, whose 401 body says the owner chain is not agent-sandbox's
+// (a misconfiguration waiting does not fix).
 var (
 	ErrUnauthenticated = errors.New("token refused")
 
@@ -37,8 +39,13 @@ var (
 	// owner reference).
 	ErrNotTracked = fmt.Errorf("%w: owner does not track this object", ErrUnauthenticated)
 
-	// ErrWarmPool: the Sandbox belongs to a SandboxWarmPool (or nothing),
-	// not yet to a SandboxClaim.
+	// ErrNotClaimed: the Sandbox's controller is neither an agent-sandbox
+	// SandboxClaim nor a SandboxWarmPool (for example a SandboxClaim kind
+	// of another API group).
+	ErrNotClaimed = fmt.Errorf("%w: sandbox is not controlled by an agent-sandbox SandboxClaim", ErrUnauthenticated)
+
+	// ErrWarmPool: the Sandbox belongs to a SandboxWarmPool (agent-sandbox
+	// extensions.agents.x-k8s.io) or to nothing, not yet to a SandboxClaim.
 	ErrWarmPool = errors.New("sandbox is still in a warm pool")
 
 	// ErrSaturated: too many exchanges at once; retry shortly.
@@ -66,6 +73,8 @@ func Refusal(err error) apikey.Refusal {
 	switch {
 	case errors.Is(err, ErrWarmPool):
 		return apikey.Refusal{Status: http.StatusUnauthorized, Code: "warm_pool", Message: "still in warm pool"}
+	case errors.Is(err, ErrNotClaimed):
+		return apikey.Refusal{Status: http.StatusUnauthorized, Code: "not_claimed", Message: "sandbox is not owned by an agent-sandbox SandboxClaim"}
 	case errors.Is(err, ErrUnauthenticated):
 		return apikey.Refusal{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "token refused"}
 	case errors.Is(err, ErrSaturated):

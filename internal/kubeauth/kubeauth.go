@@ -58,6 +58,7 @@ var (
 	SandboxClaimGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxclaims"}
 	sandboxGK       = schema.GroupKind{Group: "agents.x-k8s.io", Kind: "Sandbox"}
 	claimGK         = schema.GroupKind{Group: "extensions.agents.x-k8s.io", Kind: "SandboxClaim"}
+	warmPoolGK      = schema.GroupKind{Group: "extensions.agents.x-k8s.io", Kind: "SandboxWarmPool"}
 )
 
 // Options configure an [Exchanger]. The zero value of each field means its

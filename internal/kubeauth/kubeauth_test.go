@@ -180,6 +180,15 @@ func TestAuthenticateRefusals(t *testing.T) {
 			w.sandbox.SetOwnerReferences([]metav1.OwnerReference{owner("extensions.agents.x-k8s.io/v1beta1", "SandboxWarmPool", "pool", "wp")})
 		}, ErrWarmPool, 401},
 		{"sandbox without owner", func(w *world) { w.sandbox.SetOwnerReferences(nil) }, ErrWarmPool, 401},
+		{"SandboxClaim kind in another group", func(w *world) {
+			w.sandbox.SetOwnerReferences([]metav1.OwnerReference{owner("claims.evil.example/v1", "SandboxClaim", "run-1", "claim-uid")})
+		}, ErrNotClaimed, 401},
+		{"SandboxWarmPool kind in another group", func(w *world) {
+			w.sandbox.SetOwnerReferences([]metav1.OwnerReference{owner("evil.example/v1", "SandboxWarmPool", "pool", "wp")})
+		}, ErrNotClaimed, 401},
+		{"sandbox controlled by a Deployment", func(w *world) {
+			w.sandbox.SetOwnerReferences([]metav1.OwnerReference{owner("apps/v1", "Deployment", "d", "d-uid")})
+		}, ErrNotClaimed, 401},
 		{"claim gone", func(w *world) { w.claim = nil }, ErrOwnerMismatch, 401},
 		{"claim re-created (new uid)", func(w *world) { w.claim.SetUID("claim-uid-2") }, ErrOwnerMismatch, 401},
 		{"claim being deleted", func(w *world) {
@@ -215,11 +224,28 @@ func TestAuthenticateRefusals(t *testing.T) {
 			if ref.Status != tc.status {
 				t.Errorf("Refusal(%v).Status = %d, want %d", err, ref.Status, tc.status)
 			}
+			if wantCode := refusalCode(tc.want); wantCode != "" && ref.Code != wantCode {
+				t.Errorf("Refusal(%v).Code = %q, want %q", err, ref.Code, wantCode)
+			}
 			if strings.Contains(ref.Message, "RBAC") || strings.Contains(ref.Message, "connection refused") {
 				t.Errorf("Refusal message %q leaks the API error", ref.Message)
 			}
 		})
 	}
+}
+
+// refusalCode is the error code a sentinel with a body of its own must
+// get; "" for the rest.
+func refusalCode(sentinel error) string {
+	switch sentinel {
+	case ErrWarmPool:
+		return "warm_pool"
+	case ErrNotClaimed:
+		return "not_claimed"
+	case ErrPermission:
+		return "rbac_missing"
+	}
+	return ""
 }
 
 func TestAdoptedWarmPoolPodTrackedByAnnotation(t *testing.T) {

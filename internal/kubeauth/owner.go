@@ -21,8 +21,10 @@ const SandboxPodNameAnnotation = "agents.x-k8s.io/pod-name"
 
 // ownerChain follows the controller owner references Pod -> Sandbox ->
 // SandboxClaim, GETting each owner live and comparing its UID with the
-// reference. A Sandbox whose controller is not a SandboxClaim (a
-// SandboxWarmPool, or none) gives ErrWarmPool.
+// reference. A Sandbox controlled by a SandboxWarmPool (or by nothing,
+// as while a claim adopts it) gives ErrWarmPool; one controlled by
+// anything else, a SandboxClaim kind of another API group included, gives
+// ErrNotClaimed.
 //
 // An owner reference is written by whoever creates the object, so anyone
 // allowed to create pods (or Sandboxes) in the namespace can point one at
@@ -46,8 +48,11 @@ func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, err
 		return chain{}, ErrNotTracked
 	}
 	ref = metav1.GetControllerOf(sb)
-	if ref == nil || refGroupKind(ref) != claimGK {
+	switch {
+	case ref == nil || refGroupKind(ref) == warmPoolGK:
 		return chain{}, ErrWarmPool
+	case refGroupKind(ref) != claimGK:
+		return chain{}, ErrNotClaimed
 	}
 	claim, err := e.getOwned(ctx, SandboxClaimGVR, pod.Namespace, ref, "get sandboxclaim")
 	if err != nil {
