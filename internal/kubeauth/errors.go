@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	"github.com/agentcustody/custody/internal/apikey"
 )
 
@@ -50,22 +48,12 @@ var (
 
 	// ErrSaturated: too many exchanges at once; retry shortly.
 	ErrSaturated = errors.New("too many concurrent exchanges")
-	// ErrPermission: custody's own RBAC does not allow a call it needs.
+	// ErrPermission: custody's own RBAC does not allow a call it needs;
+	// wrapped by a [*PermissionError] naming the call.
 	ErrPermission = errors.New("custody lacks a Kubernetes permission")
 	// ErrAPIServer: the API server failed or timed out.
 	ErrAPIServer = errors.New("kubernetes API server unavailable")
 )
-
-// apiError classifies an error from the API server. The raw error is kept
-// for the log only.
-func apiError(op string, err error) error {
-	switch {
-	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
-		return fmt.Errorf("%w: %s: %w", ErrPermission, op, err)
-	default:
-		return fmt.Errorf("%w: %s: %w", ErrAPIServer, op, err)
-	}
-}
 
 // Refusal maps an Authenticate error to what the caller sees. Messages
 // are fixed text; no API server error text reaches the caller.
@@ -80,8 +68,12 @@ func Refusal(err error) apikey.Refusal {
 	case errors.Is(err, ErrSaturated):
 		return apikey.Refusal{Status: http.StatusServiceUnavailable, Code: "saturated", Message: "too many concurrent exchanges; retry", RetryAfter: time.Second}
 	case errors.Is(err, ErrPermission):
+		perm, ok := missingPermission(err)
+		if !ok {
+			perm = "create tokenreviews; get pods, serviceaccounts, sandboxes, sandboxclaims in this namespace"
+		}
 		return apikey.Refusal{Status: http.StatusInternalServerError, Code: "rbac_missing",
-			Message: "custody's service account lacks a permission it needs (create tokenreviews; get pods, sandboxes, sandboxclaims in this namespace); see deploy/base/rbac.yaml"}
+			Message: "custody's service account lacks a permission it needs: " + perm + "; see deploy/base/rbac.yaml"}
 	default:
 		return apikey.Refusal{Status: http.StatusServiceUnavailable, Code: "unavailable", Message: "kubernetes API unavailable; retry", RetryAfter: time.Second}
 	}

@@ -250,7 +250,7 @@ func (e *Exchanger) review(ctx context.Context, token, audience string) (reviewe
 		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{audience}},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return reviewedUser{}, apiError("create tokenreview", err)
+		return reviewedUser{}, apiError(permCreateTokenReviews, err)
 	}
 	st := tr.Status
 	if !st.Authenticated {
@@ -279,7 +279,7 @@ func (e *Exchanger) livePod(ctx context.Context, ns, name, uid string) (*corev1.
 		return nil, ErrPodGone
 	}
 	if err != nil {
-		return nil, apiError("get pod", err)
+		return nil, apiError(permGet(ns, podsGVR), err)
 	}
 	if string(pod.UID) != uid {
 		return nil, ErrPodGone
@@ -304,7 +304,7 @@ func (e *Exchanger) liveServiceAccount(ctx context.Context, u reviewedUser) erro
 		return ErrServiceAccountGone
 	}
 	if err != nil {
-		return apiError("get serviceaccount", err)
+		return apiError(permGet(u.namespace, serviceAccountsGVR), err)
 	}
 	if string(sa.UID) != u.uid || sa.DeletionTimestamp != nil {
 		return ErrServiceAccountGone

@@ -248,6 +248,40 @@ func refusalCode(sentinel error) string {
 	return ""
 }
 
+func TestRBACMissingNamesThePermission(t *testing.T) {
+	all := []string{"tokenreviews", "pods", "serviceaccounts", "sandboxes", "sandboxclaims"}
+	tests := []struct{ resource, want string }{
+		{"tokenreviews", "create tokenreviews.authentication.k8s.io cluster-wide"},
+		{"pods", "get pods in namespace agents"},
+		{"serviceaccounts", "get serviceaccounts in namespace agents"},
+		{"sandboxes", "get sandboxes.agents.x-k8s.io in namespace agents"},
+		{"sandboxclaims", "get sandboxclaims.extensions.agents.x-k8s.io in namespace agents"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.resource, func(t *testing.T) {
+			w := goodWorld()
+			if tc.resource == "tokenreviews" {
+				w.reviewErr = apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"}, "", errors.New("RBAC"))
+			}
+			w.forbidden = map[string]bool{tc.resource: true}
+			_, err := w.exchanger(t).Authenticate(context.Background(), testToken)
+			var pe *PermissionError
+			if !errors.As(err, &pe) || !errors.Is(err, ErrPermission) {
+				t.Fatalf("Authenticate() = %v, want a *PermissionError", err)
+			}
+			ref := Refusal(err)
+			if ref.Code != "rbac_missing" || !strings.Contains(ref.Message, ": "+tc.want+";") {
+				t.Errorf("Refusal(%v) = %+v, want rbac_missing naming %q", err, ref, tc.want)
+			}
+			for _, other := range all {
+				if other != tc.resource && strings.Contains(ref.Message, other) {
+					t.Errorf("Refusal message %q names %s, which is not missing", ref.Message, other)
+				}
+			}
+		})
+	}
+}
+
 func TestAdoptedWarmPoolPodTrackedByAnnotation(t *testing.T) {
 	w := goodWorld()
 	w.sandbox.SetName("sb-1")

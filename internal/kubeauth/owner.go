@@ -36,7 +36,7 @@ func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, err
 	if ref == nil || refGroupKind(ref) != sandboxGK {
 		return chain{}, ErrNotSandbox
 	}
-	sb, err := e.getOwned(ctx, SandboxGVR, pod.Namespace, ref, "get sandbox")
+	sb, err := e.getOwned(ctx, SandboxGVR, pod.Namespace, ref)
 	if err != nil {
 		return chain{}, err
 	}
@@ -54,7 +54,7 @@ func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, err
 	case refGroupKind(ref) != claimGK:
 		return chain{}, ErrNotClaimed
 	}
-	claim, err := e.getOwned(ctx, SandboxClaimGVR, pod.Namespace, ref, "get sandboxclaim")
+	claim, err := e.getOwned(ctx, SandboxClaimGVR, pod.Namespace, ref)
 	if err != nil {
 		return chain{}, err
 	}
@@ -66,13 +66,13 @@ func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, err
 
 // getOwned GETs the owner that ref names and checks its UID and that it
 // is not being deleted.
-func (e *Exchanger) getOwned(ctx context.Context, gvr schema.GroupVersionResource, ns string, ref *metav1.OwnerReference, op string) (*unstructured.Unstructured, error) {
+func (e *Exchanger) getOwned(ctx context.Context, gvr schema.GroupVersionResource, ns string, ref *metav1.OwnerReference) (*unstructured.Unstructured, error) {
 	obj, err := e.dyn.Resource(gvr).Namespace(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, ErrOwnerMismatch
 	}
 	if err != nil {
-		return nil, apiError(op, err)
+		return nil, apiError(permGet(ns, gvr), err)
 	}
 	if obj.GetUID() != ref.UID || obj.GetDeletionTimestamp() != nil {
 		return nil, ErrOwnerMismatch
