@@ -17,11 +17,15 @@ import (
 var (
 	ErrUnauthenticated = errors.New("token refused")
 
-	ErrMalformedToken    = fmt.Errorf("%w: not a JWT-shaped token of acceptable size", ErrUnauthenticated)
-	ErrNotAuthenticated  = fmt.Errorf("%w: TokenReview status.authenticated is false", ErrUnauthenticated)
-	ErrAudience          = fmt.Errorf("%w: TokenReview status.audiences lacks custody's audience", ErrUnauthenticated)
-	ErrNotServiceAccount = fmt.Errorf("%w: user is not a service account", ErrUnauthenticated)
-	ErrNotBound          = fmt.Errorf("%w: token is not bound to a pod", ErrUnauthenticated)
+	ErrMalformedToken = fmt.Errorf("%w: not a JWT-shaped token of acceptable size", ErrUnauthenticated)
+	// ErrNotServiceAccountToken: JWT-shaped, but not what kube-apiserver
+	// signs (header alg or typ, signature length, iss or sub); refused
+	// before any TokenReview.
+	ErrNotServiceAccountToken = fmt.Errorf("%w: cannot be a service-account token", ErrUnauthenticated)
+	ErrNotAuthenticated       = fmt.Errorf("%w: TokenReview status.authenticated is false", ErrUnauthenticated)
+	ErrAudience               = fmt.Errorf("%w: TokenReview status.audiences lacks custody's audience", ErrUnauthenticated)
+	ErrNotServiceAccount      = fmt.Errorf("%w: user is not a service account", ErrUnauthenticated)
+	ErrNotBound               = fmt.Errorf("%w: token is not bound to a pod", ErrUnauthenticated)
 	// ErrNamespaceNotServed: the service account's namespace is not one
 	// of Options.Namespaces.
 	ErrNamespaceNotServed = fmt.Errorf("%w: namespace not served", ErrUnauthenticated)

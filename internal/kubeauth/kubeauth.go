@@ -77,6 +77,13 @@ type Options struct {
 	// MaxTokenBytes refuses longer tokens before any TokenReview.
 	// Default 16384.
 	MaxTokenBytes int
+	// Issuers, when set, are the service-account token issuers the API
+	// server accepts (its --service-account-issuer values): a token whose
+	// "iss" is none of them is refused before any TokenReview. Empty
+	// accepts any issuer (the API server checks it). Either way a token
+	// that cannot be a service-account token (alg, typ, sub; see
+	// checkShape) costs no TokenReview.
+	Issuers []string
 	// MaxConcurrent bounds exchanges talking to the API server at once.
 	// Default 64.
 	MaxConcurrent int
@@ -105,6 +112,7 @@ type Exchanger struct {
 	dyn        dynamic.Interface
 	audience   string
 	maxToken   int
+	issuers    []string
 	slots      chan struct{}
 	queueWait  time.Duration
 	callTO     time.Duration
@@ -145,6 +153,7 @@ func New(opts Options) (*Exchanger, error) {
 		maxToken: opts.MaxTokenBytes, slots: make(chan struct{}, opts.MaxConcurrent),
 		queueWait: opts.QueueTimeout, callTO: opts.CallTimeout,
 		namespaces: append([]string(nil), opts.Namespaces...),
+		issuers:    append([]string(nil), opts.Issuers...),
 		log:        opts.Log.With("service", "kubeauth"),
 	}, nil
 }
@@ -152,7 +161,7 @@ func New(opts Options) (*Exchanger, error) {
 // Authenticate attests token and returns the identity it speaks for.
 // Errors wrap one of the sentinels in errors.go.
 func (e *Exchanger) Authenticate(ctx context.Context, token string) (apikey.Identity, error) {
-	if err := checkShape(token, e.maxToken); err != nil {
+	if err := checkShape(token, e.maxToken, e.issuers); err != nil {
 		return apikey.Identity{}, err
 	}
 	if err := e.acquire(ctx); err != nil {
@@ -226,7 +235,7 @@ type reviewedUser struct {
 // token to be bound to a pod. It is used for operators' callers on the
 // admin listener.
 func (e *Exchanger) ServiceAccount(ctx context.Context, token, audience string) (ns, name string, err error) {
-	if err := checkShape(token, e.maxToken); err != nil {
+	if err := checkShape(token, e.maxToken, e.issuers); err != nil {
 		return "", "", err
 	}
 	if err := e.acquire(ctx); err != nil {

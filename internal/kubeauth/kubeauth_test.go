@@ -2,6 +2,8 @@ package kubeauth
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -22,8 +24,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// A JWT-shaped token; the fake TokenReview reactor decides what it means.
-const testToken = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"
+// A token shaped like a projected service-account token (RS256, k8s
+// claims, a 2048-bit signature's length); the fake TokenReview reactor
+// decides what it means.
+var testToken = jws(`{"alg":"RS256","kid":"k1"}`, `{"iss":"https://kubernetes.default.svc","sub":"system:serviceaccount:agents:agent"}`, 256)
 
 type world struct {
 	review    authnv1.TokenReviewStatus
@@ -396,13 +400,26 @@ func TestReady(t *testing.T) {
 }
 
 func FuzzCheckShape(f *testing.F) {
-	for _, s := range []string{testToken, "", "a.b.c", "e30.e30.e30", "eyJhbGciOiJub25lIn0..", "....", "\x00.\x00.\x00"} {
+	for _, s := range []string{testToken, "", "a.b.c", "e30.e30.e30", "eyJhbGciOiJub25lIn0..", "....", "\x00.\x00.\x00",
+		jws(`{"alg":"none"}`, `{"iss":"i","sub":"system:serviceaccount:a:b"}`, 256),
+		jws(`{"alg":"ES256","typ":"JWT"}`, `{"iss":"i","sub":"system:serviceaccount:a:b"}`, 64)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		err := checkShape(s, 16384)
-		if err == nil && strings.Count(s, ".") != 2 {
+		if checkShape(s, 16384, nil) != nil {
+			return
+		}
+		parts := strings.Split(s, ".")
+		if len(parts) != 3 {
 			t.Fatalf("checkShape(%q) accepted a token without three segments", s)
+		}
+		hdr, _ := base64.RawURLEncoding.DecodeString(parts[0])
+		var h struct{ Alg string }
+		if json.Unmarshal(hdr, &h) != nil {
+			t.Fatalf("checkShape(%q) accepted header %s", s, hdr)
+		}
+		if _, ok := saSignatureLen[h.Alg]; !ok {
+			t.Fatalf("checkShape(%q) accepted header %s", s, hdr)
 		}
 	})
 }
