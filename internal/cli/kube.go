@@ -3,13 +3,16 @@ package cli
 import (
 	"fmt"
 	"log/slog"
+	"time"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/kubeauth"
+	"github.com/agentcustody/custody/internal/ratelimit"
 )
 
 // restConfig loads Kubernetes credentials from path (or, when empty, the
@@ -48,6 +51,17 @@ func newExchanger(cfg ServeConfig, log *slog.Logger) (*kubeauth.Exchanger, error
 	return kubeauth.New(kubeauth.Options{
 		Kube: kc, Dynamic: dc, Audience: cfg.KubernetesAudience,
 		MaxConcurrent: cfg.ExchangeConcurrency, QueueTimeout: cfg.ExchangeQueueTimeout,
-		Namespaces: cfg.KubernetesNamespaces, Log: log,
+		Namespaces: cfg.KubernetesNamespaces, Issuers: cfg.KubernetesIssuers, Log: log,
 	})
+}
+
+// exchangeLimits are the exchange rate limits cfg sets: per pod
+// incarnation (ExchangePodRate per minute, burst 20) and per client
+// address (ExchangeAddressRate per second, burst five seconds' worth).
+// now is the clock (nil: time.Now).
+func exchangeLimits(cfg ServeConfig, now func() time.Time) apikey.ExchangeLimits {
+	return apikey.ExchangeLimits{
+		ByIdentity: ratelimit.New(cfg.ExchangePodRate/60, 20, 0, now),
+		ByAddress:  ratelimit.New(cfg.ExchangeAddressRate, int(max(5*cfg.ExchangeAddressRate, 1)), 0, now),
+	}
 }

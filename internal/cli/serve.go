@@ -24,7 +24,6 @@ import (
 	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/kubeauth"
 	"github.com/agentcustody/custody/internal/memory"
-	"github.com/agentcustody/custody/internal/ratelimit"
 	"github.com/agentcustody/custody/internal/staticauth"
 	"github.com/agentcustody/custody/internal/store/postgres"
 )
@@ -108,10 +107,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		return promhttp.InstrumentHandlerCounter(requests.MustCurryWith(prometheus.Labels{"handler": name}), h)
 	}
 
-	limits := apikey.ExchangeLimits{
-		ByIdentity: ratelimit.New(cfg.ExchangePodRate/60, 20, 0, nil),
-		ByAddress:  ratelimit.New(cfg.ExchangeAddressRate, int(max(5*cfg.ExchangeAddressRate, 1)), 0, nil),
-	}
+	limits := exchangeLimits(cfg, nil)
 	api := http.NewServeMux()
 	ready := []readinessCheck{{"store", db.Ping}}
 	var podAlive func(context.Context, apikey.Identity) (bool, error)

@@ -13,10 +13,16 @@
 // keeps authenticating a deleted pod's bound token for a few seconds (its
 // own cache) and a gracefully deleted pod's token until deletionTimestamp
 // plus 60 s, so the pod is read live and refused when it is gone, has
-// another UID, or has a deletionTimestamp.
+// another UID, or has a deletionTimestamp. The API server also caches a
+// successful TokenReview for 10 s (kube-apiserver TokenSuccessCacheTTL),
+// so a token of a service account that was deleted and re-created under
+// the same name still authenticates for that long: the ServiceAccount is
+// read live too and its UID must be the one the token was issued for
+// (TokenReview status.user.uid).
 //
-// RBAC needed: create tokenreviews (cluster), and get pods, sandboxes,
-// sandboxclaims in each tenant namespace (a Role per namespace).
+// RBAC needed: create tokenreviews (cluster), and get pods,
+// serviceaccounts, sandboxes, sandboxclaims in each tenant namespace (a
+// Role per namespace).
 package kubeauth
 
 import (
@@ -52,6 +58,7 @@ var (
 	SandboxClaimGVR = schema.GroupVersionResource{Group: "extensions.agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxclaims"}
 	sandboxGK       = schema.GroupKind{Group: "agents.x-k8s.io", Kind: "Sandbox"}
 	claimGK         = schema.GroupKind{Group: "extensions.agents.x-k8s.io", Kind: "SandboxClaim"}
+	warmPoolGK      = schema.GroupKind{Group: "extensions.agents.x-k8s.io", Kind: "SandboxWarmPool"}
 )
 
 // Options configure an [Exchanger]. The zero value of each field means its
@@ -70,6 +77,13 @@ type Options struct {
 	// MaxTokenBytes refuses longer tokens before any TokenReview.
 	// Default 16384.
 	MaxTokenBytes int
+	// Issuers, when set, are the service-account token issuers the API
+	// server accepts (its --service-account-issuer values): a token whose
+	// "iss" is none of them is refused before any TokenReview. Empty
+	// accepts any issuer (the API server checks it). Either way a token
+	// that cannot be a service-account token (alg, typ, sub; see
+	// checkShape) costs no TokenReview.
+	Issuers []string
 	// MaxConcurrent bounds exchanges talking to the API server at once.
 	// Default 64.
 	MaxConcurrent int
@@ -98,6 +112,7 @@ type Exchanger struct {
 	dyn        dynamic.Interface
 	audience   string
 	maxToken   int
+	issuers    []string
 	slots      chan struct{}
 	queueWait  time.Duration
 	callTO     time.Duration
@@ -138,6 +153,7 @@ func New(opts Options) (*Exchanger, error) {
 		maxToken: opts.MaxTokenBytes, slots: make(chan struct{}, opts.MaxConcurrent),
 		queueWait: opts.QueueTimeout, callTO: opts.CallTimeout,
 		namespaces: append([]string(nil), opts.Namespaces...),
+		issuers:    append([]string(nil), opts.Issuers...),
 		log:        opts.Log.With("service", "kubeauth"),
 	}, nil
 }
@@ -145,7 +161,7 @@ func New(opts Options) (*Exchanger, error) {
 // Authenticate attests token and returns the identity it speaks for.
 // Errors wrap one of the sentinels in errors.go.
 func (e *Exchanger) Authenticate(ctx context.Context, token string) (apikey.Identity, error) {
-	if err := checkShape(token, e.maxToken); err != nil {
+	if err := checkShape(token, e.maxToken, e.issuers); err != nil {
 		return apikey.Identity{}, err
 	}
 	if err := e.acquire(ctx); err != nil {
@@ -164,6 +180,9 @@ func (e *Exchanger) Authenticate(ctx context.Context, token string) (apikey.Iden
 	}
 	pod, err := e.livePod(ctx, user.namespace, user.podName, user.podUID)
 	if err != nil {
+		return apikey.Identity{}, err
+	}
+	if err := e.liveServiceAccount(ctx, user); err != nil {
 		return apikey.Identity{}, err
 	}
 	chain, err := e.ownerChain(ctx, pod)
@@ -204,7 +223,10 @@ func (e *Exchanger) acquire(ctx context.Context) error {
 
 type reviewedUser struct {
 	username, namespace, serviceAccount string
-	podName, podUID                     string
+	// uid is the service account's UID the token was issued for
+	// (TokenReview status.user.uid).
+	uid             string
+	podName, podUID string
 }
 
 // ServiceAccount attests token as a projected service-account token for
@@ -213,7 +235,7 @@ type reviewedUser struct {
 // token to be bound to a pod. It is used for operators' callers on the
 // admin listener.
 func (e *Exchanger) ServiceAccount(ctx context.Context, token, audience string) (ns, name string, err error) {
-	if err := checkShape(token, e.maxToken); err != nil {
+	if err := checkShape(token, e.maxToken, e.issuers); err != nil {
 		return "", "", err
 	}
 	if err := e.acquire(ctx); err != nil {
@@ -237,7 +259,7 @@ func (e *Exchanger) review(ctx context.Context, token, audience string) (reviewe
 		Spec: authnv1.TokenReviewSpec{Token: token, Audiences: []string{audience}},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return reviewedUser{}, apiError("create tokenreview", err)
+		return reviewedUser{}, apiError(permCreateTokenReviews, err)
 	}
 	st := tr.Status
 	if !st.Authenticated {
@@ -250,7 +272,7 @@ func (e *Exchanger) review(ctx context.Context, token, audience string) (reviewe
 	if !ok {
 		return reviewedUser{}, ErrNotServiceAccount
 	}
-	u := reviewedUser{username: st.User.Username, namespace: ns, serviceAccount: sa}
+	u := reviewedUser{username: st.User.Username, namespace: ns, serviceAccount: sa, uid: st.User.UID}
 	u.podName, u.podUID = single(st.User.Extra[ExtraPodName]), single(st.User.Extra[ExtraPodUID])
 	if u.podName == "" || u.podUID == "" {
 		return u, ErrNotBound
@@ -266,7 +288,7 @@ func (e *Exchanger) livePod(ctx context.Context, ns, name, uid string) (*corev1.
 		return nil, ErrPodGone
 	}
 	if err != nil {
-		return nil, apiError("get pod", err)
+		return nil, apiError(permGet(ns, podsGVR), err)
 	}
 	if string(pod.UID) != uid {
 		return nil, ErrPodGone
@@ -275,6 +297,28 @@ func (e *Exchanger) livePod(ctx context.Context, ns, name, uid string) (*corev1.
 		return nil, ErrPodGone
 	}
 	return pod, nil
+}
+
+// liveServiceAccount GETs the token's service account and checks it is
+// the one the token was issued for: same UID (TokenReview
+// status.user.uid, which the API server sets from the token's
+// kubernetes.io.serviceaccount.uid claim) and not being deleted. An empty
+// UID cannot be checked and is refused.
+func (e *Exchanger) liveServiceAccount(ctx context.Context, u reviewedUser) error {
+	if u.uid == "" {
+		return ErrServiceAccountGone
+	}
+	sa, err := e.kube.CoreV1().ServiceAccounts(u.namespace).Get(ctx, u.serviceAccount, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return ErrServiceAccountGone
+	}
+	if err != nil {
+		return apiError(permGet(u.namespace, serviceAccountsGVR), err)
+	}
+	if string(sa.UID) != u.uid || sa.DeletionTimestamp != nil {
+		return ErrServiceAccountGone
+	}
+	return nil
 }
 
 // PodAlive reports whether the pod that id names (Tenant/Session with

@@ -2,6 +2,8 @@ package kubeauth
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -22,17 +24,22 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 )
 
-// A JWT-shaped token; the fake TokenReview reactor decides what it means.
-const testToken = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"
+// A token shaped like a projected service-account token (RS256, k8s
+// claims, a 2048-bit signature's length); the fake TokenReview reactor
+// decides what it means.
+var testToken = jws(`{"alg":"RS256","kid":"k1"}`, `{"iss":"https://kubernetes.default.svc","sub":"system:serviceaccount:agents:agent"}`, 256)
 
 type world struct {
 	review    authnv1.TokenReviewStatus
 	reviewErr error
 	pod       *corev1.Pod
+	sa        *corev1.ServiceAccount
 	sandbox   *unstructured.Unstructured
 	claim     *unstructured.Unstructured
 	reviews   int
 	auds      []string
+	// forbidden makes GETs of these resources fail with 403 Forbidden.
+	forbidden map[string]bool
 }
 
 func owner(apiVersion, kind, name string, uid types.UID) metav1.OwnerReference {
@@ -60,6 +67,7 @@ func goodWorld() *world {
 			Audiences:     []string{"custody"},
 			User: authnv1.UserInfo{
 				Username: "system:serviceaccount:agents:agent",
+				UID:      "sa-uid",
 				Extra: map[string]authnv1.ExtraValue{
 					ExtraPodName: {"pool-x7k2q"},
 					ExtraPodUID:  {"pod-uid"},
@@ -70,6 +78,7 @@ func goodWorld() *world {
 			Namespace: "agents", Name: "pool-x7k2q", UID: "pod-uid",
 			OwnerReferences: []metav1.OwnerReference{owner("agents.x-k8s.io/v1beta1", "Sandbox", "pool-x7k2q", "sb-uid")},
 		}},
+		sa: &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "agents", Name: "agent", UID: "sa-uid"}},
 		sandbox: obj("agents.x-k8s.io/v1beta1", "Sandbox", "pool-x7k2q", "sb-uid",
 			owner("extensions.agents.x-k8s.io/v1beta1", "SandboxClaim", "run-1", "claim-uid")),
 		claim: withStatusSandbox(obj("extensions.agents.x-k8s.io/v1beta1", "SandboxClaim", "run-1", "claim-uid"), "pool-x7k2q"),
@@ -89,6 +98,19 @@ func (w *world) exchanger(t *testing.T) *Exchanger {
 			t.Fatal(err)
 		}
 	}
+	if w.sa != nil {
+		if err := kube.Tracker().Add(w.sa); err != nil {
+			t.Fatal(err)
+		}
+	}
+	forbid := func(a k8stesting.Action) (bool, runtime.Object, error) {
+		gr := a.GetResource().GroupResource()
+		if !w.forbidden[gr.Resource] {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewForbidden(gr, "x", errors.New("RBAC: system:serviceaccount:custody-system:custody cannot get"))
+	}
+	kube.PrependReactor("get", "*", forbid)
 	kube.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		w.reviews++
 		tr := a.(k8stesting.CreateAction).GetObject().(*authnv1.TokenReview)
@@ -101,6 +123,7 @@ func (w *world) exchanger(t *testing.T) *Exchanger {
 	scheme := runtime.NewScheme()
 	gvrs := map[schema.GroupVersionResource]string{SandboxGVR: "SandboxList", SandboxClaimGVR: "SandboxClaimList"}
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(scheme, gvrs)
+	dyn.PrependReactor("get", "*", forbid)
 	for gvr, o := range map[schema.GroupVersionResource]*unstructured.Unstructured{SandboxGVR: w.sandbox, SandboxClaimGVR: w.claim} {
 		if o == nil {
 			continue
@@ -144,6 +167,10 @@ func TestAuthenticateRefusals(t *testing.T) {
 		{"pod gone", func(w *world) { w.pod = nil }, ErrPodGone, 401},
 		{"pod replaced", func(w *world) { w.pod.UID = "other" }, ErrPodGone, 401},
 		{"pod terminating", func(w *world) { now := metav1.Now(); w.pod.DeletionTimestamp = &now }, ErrPodGone, 401},
+		{"service account deleted", func(w *world) { w.sa = nil }, ErrServiceAccountGone, 401},
+		{"service account re-created (new uid)", func(w *world) { w.sa.UID = "sa-uid-2" }, ErrServiceAccountGone, 401},
+		{"service account being deleted", func(w *world) { now := metav1.Now(); w.sa.DeletionTimestamp = &now }, ErrServiceAccountGone, 401},
+		{"review without user uid", func(w *world) { w.review.User.UID = "" }, ErrServiceAccountGone, 401},
 		{"pod without controller", func(w *world) { w.pod.OwnerReferences = nil }, ErrNotSandbox, 401},
 		{"pod owned by a ReplicaSet", func(w *world) {
 			w.pod.OwnerReferences = []metav1.OwnerReference{owner("apps/v1", "ReplicaSet", "rs", "rs-uid")}
@@ -157,6 +184,15 @@ func TestAuthenticateRefusals(t *testing.T) {
 			w.sandbox.SetOwnerReferences([]metav1.OwnerReference{owner("extensions.agents.x-k8s.io/v1beta1", "SandboxWarmPool", "pool", "wp")})
 		}, ErrWarmPool, 401},
 		{"sandbox without owner", func(w *world) { w.sandbox.SetOwnerReferences(nil) }, ErrWarmPool, 401},
+		{"SandboxClaim kind in another group", func(w *world) {
+			w.sandbox.SetOwnerReferences([]metav1.OwnerReference{owner("claims.evil.example/v1", "SandboxClaim", "run-1", "claim-uid")})
+		}, ErrNotClaimed, 401},
+		{"SandboxWarmPool kind in another group", func(w *world) {
+			w.sandbox.SetOwnerReferences([]metav1.OwnerReference{owner("evil.example/v1", "SandboxWarmPool", "pool", "wp")})
+		}, ErrNotClaimed, 401},
+		{"sandbox controlled by a Deployment", func(w *world) {
+			w.sandbox.SetOwnerReferences([]metav1.OwnerReference{owner("apps/v1", "Deployment", "d", "d-uid")})
+		}, ErrNotClaimed, 401},
 		{"claim gone", func(w *world) { w.claim = nil }, ErrOwnerMismatch, 401},
 		{"claim re-created (new uid)", func(w *world) { w.claim.SetUID("claim-uid-2") }, ErrOwnerMismatch, 401},
 		{"claim being deleted", func(w *world) {
@@ -178,6 +214,7 @@ func TestAuthenticateRefusals(t *testing.T) {
 			w.reviewErr = apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"}, "", errors.New("RBAC"))
 		}, ErrPermission, 500},
 		{"api server down", func(w *world) { w.reviewErr = errors.New("connection refused") }, ErrAPIServer, 503},
+		{"get serviceaccounts forbidden", func(w *world) { w.forbidden = map[string]bool{"serviceaccounts": true} }, ErrPermission, 500},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -191,8 +228,59 @@ func TestAuthenticateRefusals(t *testing.T) {
 			if ref.Status != tc.status {
 				t.Errorf("Refusal(%v).Status = %d, want %d", err, ref.Status, tc.status)
 			}
+			if wantCode := refusalCode(tc.want); wantCode != "" && ref.Code != wantCode {
+				t.Errorf("Refusal(%v).Code = %q, want %q", err, ref.Code, wantCode)
+			}
 			if strings.Contains(ref.Message, "RBAC") || strings.Contains(ref.Message, "connection refused") {
 				t.Errorf("Refusal message %q leaks the API error", ref.Message)
+			}
+		})
+	}
+}
+
+// refusalCode is the error code a sentinel with a body of its own must
+// get; "" for the rest.
+func refusalCode(sentinel error) string {
+	switch sentinel {
+	case ErrWarmPool:
+		return "warm_pool"
+	case ErrNotClaimed:
+		return "not_claimed"
+	case ErrPermission:
+		return "rbac_missing"
+	}
+	return ""
+}
+
+func TestRBACMissingNamesThePermission(t *testing.T) {
+	all := []string{"tokenreviews", "pods", "serviceaccounts", "sandboxes", "sandboxclaims"}
+	tests := []struct{ resource, want string }{
+		{"tokenreviews", "create tokenreviews.authentication.k8s.io cluster-wide"},
+		{"pods", "get pods in namespace agents"},
+		{"serviceaccounts", "get serviceaccounts in namespace agents"},
+		{"sandboxes", "get sandboxes.agents.x-k8s.io in namespace agents"},
+		{"sandboxclaims", "get sandboxclaims.extensions.agents.x-k8s.io in namespace agents"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.resource, func(t *testing.T) {
+			w := goodWorld()
+			if tc.resource == "tokenreviews" {
+				w.reviewErr = apierrors.NewForbidden(schema.GroupResource{Group: "authentication.k8s.io", Resource: "tokenreviews"}, "", errors.New("RBAC"))
+			}
+			w.forbidden = map[string]bool{tc.resource: true}
+			_, err := w.exchanger(t).Authenticate(context.Background(), testToken)
+			var pe *PermissionError
+			if !errors.As(err, &pe) || !errors.Is(err, ErrPermission) {
+				t.Fatalf("Authenticate() = %v, want a *PermissionError", err)
+			}
+			ref := Refusal(err)
+			if ref.Code != "rbac_missing" || !strings.Contains(ref.Message, ": "+tc.want+";") {
+				t.Errorf("Refusal(%v) = %+v, want rbac_missing naming %q", err, ref, tc.want)
+			}
+			for _, other := range all {
+				if other != tc.resource && strings.Contains(ref.Message, other) {
+					t.Errorf("Refusal message %q names %s, which is not missing", ref.Message, other)
+				}
 			}
 		})
 	}
@@ -291,31 +379,47 @@ func TestReady(t *testing.T) {
 	w := goodWorld()
 	ex := w.exchanger(t)
 	kube := ex.kube.(*fake.Clientset)
-	allowed := map[string]bool{"tokenreviews": true, "pods": true, "sandboxes": true}
+	allowed := map[string]bool{"tokenreviews": true, "pods": true, "serviceaccounts": true, "sandboxes": true, "sandboxclaims": true}
 	kube.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authzv1.SelfSubjectAccessReview)
 		r.Status.Allowed = allowed[r.Spec.ResourceAttributes.Resource]
 		return true, r, nil
 	})
 	ex.namespaces = []string{"agents"}
-	err := ex.Ready(context.Background())
-	if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "sandboxclaims") {
-		t.Fatalf("Ready() = %v, want ErrPermission naming sandboxclaims", err)
+	for _, missing := range []string{"serviceaccounts", "sandboxclaims"} {
+		allowed[missing] = false
+		err := ex.Ready(context.Background())
+		if !errors.Is(err, ErrPermission) || !strings.Contains(err.Error(), "get "+missing) {
+			t.Errorf("Ready() without get %s = %v, want ErrPermission naming it", missing, err)
+		}
+		allowed[missing] = true
 	}
-	allowed["sandboxclaims"] = true
 	if err := ex.Ready(context.Background()); err != nil {
 		t.Fatalf("Ready() = %v, want nil", err)
 	}
 }
 
 func FuzzCheckShape(f *testing.F) {
-	for _, s := range []string{testToken, "", "a.b.c", "e30.e30.e30", "eyJhbGciOiJub25lIn0..", "....", "\x00.\x00.\x00"} {
+	for _, s := range []string{testToken, "", "a.b.c", "e30.e30.e30", "eyJhbGciOiJub25lIn0..", "....", "\x00.\x00.\x00",
+		jws(`{"alg":"none"}`, `{"iss":"i","sub":"system:serviceaccount:a:b"}`, 256),
+		jws(`{"alg":"ES256","typ":"JWT"}`, `{"iss":"i","sub":"system:serviceaccount:a:b"}`, 64)} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		err := checkShape(s, 16384)
-		if err == nil && strings.Count(s, ".") != 2 {
+		if checkShape(s, 16384, nil) != nil {
+			return
+		}
+		parts := strings.Split(s, ".")
+		if len(parts) != 3 {
 			t.Fatalf("checkShape(%q) accepted a token without three segments", s)
+		}
+		hdr, _ := base64.RawURLEncoding.DecodeString(parts[0])
+		var h struct{ Alg string }
+		if json.Unmarshal(hdr, &h) != nil {
+			t.Fatalf("checkShape(%q) accepted header %s", s, hdr)
+		}
+		if _, ok := saSignatureLen[h.Alg]; !ok {
+			t.Fatalf("checkShape(%q) accepted header %s", s, hdr)
 		}
 	})
 }

@@ -21,8 +21,10 @@ const SandboxPodNameAnnotation = "agents.x-k8s.io/pod-name"
 
 // ownerChain follows the controller owner references Pod -> Sandbox ->
 // SandboxClaim, GETting each owner live and comparing its UID with the
-// reference. A Sandbox whose controller is not a SandboxClaim (a
-// SandboxWarmPool, or none) gives ErrWarmPool.
+// reference. A Sandbox controlled by a SandboxWarmPool (or by nothing,
+// as while a claim adopts it) gives ErrWarmPool; one controlled by
+// anything else, a SandboxClaim kind of another API group included, gives
+// ErrNotClaimed.
 //
 // An owner reference is written by whoever creates the object, so anyone
 // allowed to create pods (or Sandboxes) in the namespace can point one at
@@ -34,7 +36,7 @@ func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, err
 	if ref == nil || refGroupKind(ref) != sandboxGK {
 		return chain{}, ErrNotSandbox
 	}
-	sb, err := e.getOwned(ctx, SandboxGVR, pod.Namespace, ref, "get sandbox")
+	sb, err := e.getOwned(ctx, SandboxGVR, pod.Namespace, ref)
 	if err != nil {
 		return chain{}, err
 	}
@@ -46,10 +48,13 @@ func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, err
 		return chain{}, ErrNotTracked
 	}
 	ref = metav1.GetControllerOf(sb)
-	if ref == nil || refGroupKind(ref) != claimGK {
+	switch {
+	case ref == nil || refGroupKind(ref) == warmPoolGK:
 		return chain{}, ErrWarmPool
+	case refGroupKind(ref) != claimGK:
+		return chain{}, ErrNotClaimed
 	}
-	claim, err := e.getOwned(ctx, SandboxClaimGVR, pod.Namespace, ref, "get sandboxclaim")
+	claim, err := e.getOwned(ctx, SandboxClaimGVR, pod.Namespace, ref)
 	if err != nil {
 		return chain{}, err
 	}
@@ -61,13 +66,13 @@ func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, err
 
 // getOwned GETs the owner that ref names and checks its UID and that it
 // is not being deleted.
-func (e *Exchanger) getOwned(ctx context.Context, gvr schema.GroupVersionResource, ns string, ref *metav1.OwnerReference, op string) (*unstructured.Unstructured, error) {
+func (e *Exchanger) getOwned(ctx context.Context, gvr schema.GroupVersionResource, ns string, ref *metav1.OwnerReference) (*unstructured.Unstructured, error) {
 	obj, err := e.dyn.Resource(gvr).Namespace(ns).Get(ctx, ref.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, ErrOwnerMismatch
 	}
 	if err != nil {
-		return nil, apiError(op, err)
+		return nil, apiError(permGet(ns, gvr), err)
 	}
 	if obj.GetUID() != ref.UID || obj.GetDeletionTimestamp() != nil {
 		return nil, ErrOwnerMismatch

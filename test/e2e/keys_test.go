@@ -126,6 +126,9 @@ func TestMissingRBAC(t *testing.T) {
 	if strings.Contains(string(r.Body), "forbidden") || strings.Contains(string(r.Body), "system:serviceaccount") {
 		t.Errorf("refusal leaks the API server's error: %s", r.Body)
 	}
+	if !strings.Contains(string(r.Body), "get pods in namespace "+fixture.Namespace) || strings.Contains(string(r.Body), "sandboxclaims") {
+		t.Errorf("rbac_missing = %s, want it to name only the missing permission (get pods)", r.Body)
+	}
 	for _, url := range []string{srv.URL + "/readyz", srv.MetricsURL + "/readyz"} {
 		rr := get(t, ctx, url, "")
 		if rr.Status != http.StatusServiceUnavailable {
