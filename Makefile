@@ -23,6 +23,7 @@ controlplane:
 
 test: vet controlplane
 	$(GO) test -race -count=1 -timeout 30m ./...
+	cd internal/gateway/sdktest && $(GO) test -race -count=1 ./...
 
 # demo and cluster build the control plane themselves, with progress; they
 # run as built binaries so that Ctrl-C reaches them directly.
