@@ -38,7 +38,7 @@ import (
 type env struct {
 	g        *gateway.Gateway
 	url      string
-	keys     string // the key files' directory
+	keys     string       // the key files' directory
 	requests atomic.Int32 // requests the gateway's data port received
 	upstream func(w http.ResponseWriter, r *http.Request)
 }
