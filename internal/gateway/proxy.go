@@ -425,7 +425,7 @@ func requestModel(p *provider, r *http.Request, rest string) string {
 		r.ContentLength = 0
 		return ""
 	}
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+	if contentEncoded(r.Header) {
 		return ""
 	}
 	return bodyModel(b)
@@ -536,7 +536,7 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	if res.Body == nil || res.Body == http.NoBody {
 		return nil
 	}
-	if ce := res.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+	if contentEncoded(res.Header) {
 		return errEncodedResponse
 	}
 	rb := &responseBody{src: res.Body, res: res, ctx: res.Request.Context(), secrets: secrets}

@@ -307,6 +307,22 @@ func mustJSON(v any) []byte {
 	return b
 }
 
+// contentEncoded reports whether h declares a content coding other than
+// identity in any of its Content-Encoding lines ("identity" then "gzip"
+// on two lines, "identity, x-gzip" on one): a recipient applies every
+// coding listed, so looking only at the first line would pass a gzip
+// body on unscrubbed.
+func contentEncoded(h http.Header) bool {
+	for _, v := range h.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // isEventStream reports whether h says the body is server-sent events.
 func isEventStream(h http.Header) bool {
 	ct := strings.ToLower(strings.TrimSpace(h.Get("Content-Type")))
