@@ -516,18 +516,7 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 		return nil
 	}
 	secrets := g.secretsFor(st)
-	for k, vs := range res.Header {
-		if nameHasSecret(k, secrets) {
-			delete(res.Header, k)
-			continue
-		}
-		for _, v := range vs {
-			if hasSecret(v, secrets) {
-				delete(res.Header, k)
-				break
-			}
-		}
-	}
+	scrubHeader(res.Header, secrets)
 	for k := range res.Trailer { // announced before the body: drop one named after a key
 		if nameHasSecret(k, secrets) {
 			delete(res.Trailer, k)

@@ -199,6 +199,16 @@ func TestScrubThroughGateway(t *testing.T) {
 			zw := gzip.NewWriter(w)
 			io.WriteString(zw, `{"echo":"`+echoed+`"}`)
 			zw.Close()
+		case "/v1/early-hints":
+			// A 1xx goes to the client before the response (ReverseProxy
+			// forwards it from a ClientTrace, past ModifyResponse).
+			w.Header().Set("Link", "</"+echoed+">; rel=preload")
+			w.Header().Set("X-"+echoed, "named after the key")
+			w.Header().Set("X-Kept", "1")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Del("Link")
+			w.Header().Del("X-" + echoed)
+			io.WriteString(w, "body")
 		case "/v1/trailer-unannounced":
 			io.WriteString(w, "body")
 			w.(http.Flusher).Flush() // chunked: a trailer can follow
@@ -219,6 +229,7 @@ func TestScrubThroughGateway(t *testing.T) {
 		{"/v1/gzip-second", 502, "upstream unavailable\n"},
 		{"/v1/gzip-after-empty", 502, "upstream unavailable\n"},
 		{"/v1/gzip-listed", 502, "upstream unavailable\n"},
+		{"/v1/early-hints", 200, "body"},
 		{"/v1/trailer-unannounced", 200, "body"},
 	} {
 		t.Run(tt.path, func(t *testing.T) {
@@ -255,6 +266,9 @@ func TestScrubThroughGateway(t *testing.T) {
 			// A small answer is scrubbed whole and declares its new length.
 			if small := tt.path == "/v1/ok" || tt.path == "/v1/error"; small && resp.ContentLength != int64(len(body)) {
 				t.Errorf("POST %s: Content-Length %d, want %d", tt.path, resp.ContentLength, len(body))
+			}
+			if tt.path == "/v1/early-hints" && (len(early) != 1 || !strings.Contains(all.String(), "X-Kept: 1")) {
+				t.Errorf("1xx responses %v, headers %q: want the 103 with its secret-free header", early, all.String())
 			}
 			if tt.path == "/v1/trailer-unannounced" && resp.Trailer.Get("X-Late") != redacted {
 				t.Errorf("trailer X-Late = %q, want %q", resp.Trailer.Get("X-Late"), redacted)
