@@ -469,6 +469,22 @@ func bodyModel(b []byte) string {
 	return model
 }
 
+// methodOverrideHeaders ask a server to take a request as another method
+// (Google's front end honours X-HTTP-Method-Override on a POST). They are
+// never forwarded: the path allow-list checks the request's own method.
+var methodOverrideHeaders = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// isMethodOverride reports whether header name k is one of
+// methodOverrideHeaders, ignoring letter case.
+func isMethodOverride(k string) bool {
+	for _, h := range methodOverrideHeaders {
+		if strings.EqualFold(k, h) {
+			return true
+		}
+	}
+	return false
+}
+
 // rewrite builds the upstream request. It runs after the proxy removed
 // the hop-by-hop headers, so a client's "Connection: x-api-key" cannot
 // remove the key injected here.
@@ -477,7 +493,7 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	out := pr.Out
 	for k := range out.Header {
 		if credentialIndex(k) >= 0 || strings.EqualFold(k, "Proxy-Authorization") ||
-			strings.EqualFold(k, "Upgrade") || strings.EqualFold(k, "Connection") {
+			strings.EqualFold(k, "Upgrade") || strings.EqualFold(k, "Connection") || isMethodOverride(k) {
 			delete(out.Header, k)
 		}
 	}
