@@ -60,6 +60,14 @@ func credentialIndex(k string) int {
 // queryKeyParam is the query parameter some Gemini clients put the key in.
 const queryKeyParam = "key"
 
+// mayHoldKeyParam reports whether the raw query q may hold a
+// queryKeyParam parameter: its name as is or percent-encoded ("%6Bey",
+// which url.ParseQuery and the provider decode to "key"). Only then is q
+// parsed.
+func mayHoldKeyParam(q string) bool {
+	return strings.Contains(q, queryKeyParam) || strings.Contains(q, "%")
+}
+
 // extractToken returns the one gateway token in h and the raw query. It
 // fails with [ErrMissingToken] if there is none and [ErrTokenConflict] if
 // there are two different ones; the same token in several places is
@@ -93,7 +101,7 @@ func extractToken(h http.Header, rawQuery string) (string, error) {
 			add(v)
 		}
 	}
-	if strings.Contains(rawQuery, queryKeyParam) {
+	if mayHoldKeyParam(rawQuery) {
 		q, _ := url.ParseQuery(rawQuery) // keeps the pairs it could parse
 		for _, v := range q[queryKeyParam] {
 			add(v)
@@ -498,7 +506,7 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	out.URL.Path, out.URL.RawPath = st.rest, st.rawRest
-	if q := out.URL.RawQuery; strings.Contains(q, queryKeyParam) {
+	if q := out.URL.RawQuery; mayHoldKeyParam(q) {
 		v, err := url.ParseQuery(q)
 		if _, ok := v[queryKeyParam]; ok || err != nil {
 			v.Del(queryKeyParam)
