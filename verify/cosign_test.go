@@ -131,3 +131,32 @@ func TestRetiredCheckpointKeyNamed(t *testing.T) {
 	}
 	t.Logf("refused: %v", err)
 }
+
+// TestQuorumCountsWitnessesNotKeys: trust.json may list one witness
+// under two keys (a rotation); its cosignatures under both count once
+// toward witness_quorum, which asks for distinct witnesses — one witness
+// alone never meets a quorum of 2.
+func TestQuorumCountsWitnessesNotKeys(t *testing.T) {
+	f := newFixture(t)
+	w1b := newWitness(t, f.w1.name) // w1's second key
+	trust := newTrust(t, origin, 2, []witness{f.w1, w1b, f.w2}, f.key)
+	b := clone(f.closedA)
+	b.Checkpoint = f.log.checkpoint(f.w1.signer, w1b.signer)
+	res, err := verify.Verify(marshal(t, b), trust)
+	var qe *verify.WitnessQuorumError
+	if !errors.As(err, &qe) || !slices.Equal(qe.Valid, []string{f.w1.name}) {
+		t.Fatalf("Verify() = %+v, %v; want a WitnessQuorumError with valid [%s]", res, err, f.w1.name)
+	}
+	// With w2 the quorum is met, w1 named once.
+	b.Checkpoint = f.log.checkpoint(f.w1.signer, w1b.signer, f.w2.signer)
+	res, err = verify.Verify(marshal(t, b), trust)
+	if err != nil || !slices.Equal(res.Witnesses, []string{f.w1.name, f.w2.name}) {
+		t.Fatalf("Verify() = %v, %v; want VERIFIED by %s and %s", res.Witnesses, err, f.w1.name, f.w2.name)
+	}
+	// A quorum larger than the distinct witnesses can never be met.
+	tr := trust
+	tr.WitnessQuorum = 3
+	if _, err := tr.Marshal(); !errors.Is(err, verify.ErrInvalidTrust) {
+		t.Errorf("Trust{quorum 3 of 2 distinct witnesses}.Marshal() = %v, want ErrInvalidTrust", err)
+	}
+}

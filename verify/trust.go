@@ -160,7 +160,9 @@ func (t Trust) compile() (*compiled, error) {
 	if t.WitnessQuorum < 0 || t.WitnessQuorum > len(t.Witnesses) {
 		return bad("witness_quorum %d with %d witnesses", t.WitnessQuorum, len(t.Witnesses))
 	}
+	names := map[string]bool{}
 	for i, w := range t.Witnesses {
+		names[w.Name] = true
 		v, err := parseWitnessKey(w.VKey)
 		if err != nil {
 			return bad("witness %d: %v", i, err)
@@ -176,6 +178,9 @@ func (t Trust) compile() (*compiled, error) {
 			return bad("witness %s has a log key's name and hash", w.Name)
 		}
 		c.witnesses[nh] = v
+	}
+	if t.WitnessQuorum > len(names) {
+		return bad("witness_quorum %d with %d distinct witnesses (one witness under several keys counts once)", t.WitnessQuorum, len(names))
 	}
 	return c, nil
 }
@@ -197,7 +202,8 @@ func (l logKeyVerifiers) Verifier(name string, hash uint32) (note.Verifier, erro
 // UnverifiedSigs, see logKeyVerifiers) and returns the names of the
 // witnesses with at least one valid cosignature, sorted and each once, and
 // the "name+keyhash" of trusted witnesses whose cosignatures all fail to
-// verify, sorted. An invalid cosignature never counts toward the quorum and
+// verify, sorted. A witness trusted under several keys is one name: it is
+// valid once if any of them verified, and counts once toward the quorum. An invalid cosignature never counts toward the quorum and
 // does not hide a valid one: x/mod's note.Open would refuse the whole note
 // for it, so that one misbehaving witness could veto every checkpoint.
 // Signatures by keys not in trust are ignored.
@@ -212,11 +218,20 @@ func (c *compiled) cosignatures(n *note.Note) (valid, invalid []string) {
 		raw, err := base64.StdEncoding.DecodeString(s.Base64)
 		ok[nh] = err == nil && len(raw) > 4 && w.Verify([]byte(n.Text), raw[4:])
 	}
+	// A witness is its name: one trusted under several keys (a
+	// rotation) counts once, valid if any of its keys verified.
+	named := map[string]bool{}
 	for nh, good := range ok {
-		if good {
-			valid = append(valid, nh.name)
-		} else {
+		named[nh.name] = named[nh.name] || good
+	}
+	for nh, good := range ok {
+		if !good && !named[nh.name] {
 			invalid = append(invalid, fmt.Sprintf("%s+%08x", nh.name, nh.hash))
+		}
+	}
+	for name, good := range named {
+		if good {
+			valid = append(valid, name)
 		}
 	}
 	sort.Strings(valid)

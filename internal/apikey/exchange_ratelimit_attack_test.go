@@ -90,3 +90,41 @@ func TestAttackConcurrentBurst(t *testing.T) {
 		t.Fatalf("codes %v, %d keys minted; want 20 x 200, 180 x 429, 20 keys", codes, st.count()-before)
 	}
 }
+
+// TestAddressLimitKeysIPv6ByPrefix: one client with an IPv6 /64 (any
+// host on a routed /64 can use every address in it) is one address for
+// the per-address limit — otherwise each request from a fresh address
+// gets a full burst, and 100,000 of them fill the limiter so that every
+// new pod's first exchange is refused. IPv4 (also IPv4-mapped) stays
+// per address.
+func TestAddressLimitKeysIPv6ByPrefix(t *testing.T) {
+	s, _, _ := newService(t, Options{})
+	c := &attackClock{t: time.Unix(1_000_000, 0)}
+	a := authFunc(func(context.Context, string) (Identity, error) { return alice, nil })
+	refuse := func(error) Refusal { return Refusal{Status: 401, Code: "unauthenticated"} }
+	h := s.ExchangeHandler(a, refuse, s.log, ExchangeLimits{ByAddress: ratelimit.New(1, 5, 0, c.now)})
+	exchange := func(remote string) int {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", "/v1/auth/kubernetes", strings.NewReader(`{"token":"t"}`))
+		req.RemoteAddr = remote
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	ok := 0
+	for i := range 20 {
+		if exchange("[2001:db8:1:2::"+strconv.FormatInt(int64(i+1), 16)+"]:40000") == 200 {
+			ok++
+		}
+	}
+	if ok != 5 {
+		t.Errorf("20 exchanges from 20 addresses of one /64: %d allowed, want the burst of 5", ok)
+	}
+	if code := exchange("[2001:db8:1:3::1]:40000"); code != 200 {
+		t.Errorf("another /64 = %d, want 200", code)
+	}
+	for i, remote := range []string{"10.0.0.1:1", "10.0.0.2:1", "[::ffff:10.0.0.3]:1"} {
+		if code := exchange(remote); code != 200 {
+			t.Errorf("IPv4 address %d (%s) = %d, want 200 (its own bucket)", i, remote, code)
+		}
+	}
+}

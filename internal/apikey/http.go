@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -103,6 +104,28 @@ type ExchangeLimits struct {
 	ByIdentity *ratelimit.Keyed
 }
 
+// addressKey is the per-address limit's key for the connection's remote
+// address ("host:port"): the IPv4 address (also when IPv4-mapped), or
+// for IPv6 its /64 — a host on a routed /64 can send from any address in
+// it, so keying each address would give it a burst per request and let
+// it fill the limiter. In Kubernetes a node's IPv6 pod range is commonly
+// one /64, the same sharing as pods behind a node's SNAT address.
+func addressKey(remote string) string {
+	host, _, err := net.SplitHostPort(remote)
+	if err != nil {
+		host = remote
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	if a = a.Unmap(); a.Is6() {
+		p, _ := a.WithZone("").Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}
+
 // ExchangeHandler serves POST {"token": "..."}: it authenticates the token
 // with a and answers 200 with an [ExchangeResponse], or with the
 // [Refusal] that refuse maps the error to. A caller over one of lim's
@@ -127,10 +150,7 @@ func (s *Service) ExchangeHandler(a Authenticator, refuse func(error) Refusal, l
 			apierror.Write(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST")
 			return
 		}
-		host, _, err := net.SplitHostPort(r.RemoteAddr)
-		if err != nil {
-			host = r.RemoteAddr
-		}
+		host := addressKey(r.RemoteAddr)
 		if limited(w, lim.ByAddress, host, "address") {
 			log.DebugContext(r.Context(), "exchange rate-limited", "address", host)
 			return

@@ -502,7 +502,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
-		Transport:      g.transport,
+		Transport:      scrubbingTransport{g},
 		FlushInterval:  -1,
 		ErrorHandler:   g.proxyError,
 		ModifyResponse: g.modifyResponse,

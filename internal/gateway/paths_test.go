@@ -172,3 +172,35 @@ func TestParsePathRule(t *testing.T) {
 		t.Error("New with a bad path rule = nil error")
 	}
 }
+
+// TestMethodOverrideNotForwarded: the method the allow-list checked is
+// the one the upstream acts on — a header asking the upstream to take
+// the request as another method (Google's front end honours
+// X-HTTP-Method-Override) never reaches it, so "GET /v1/models/*" cannot
+// become the refused DELETE of a fine-tuned model.
+func TestMethodOverrideNotForwarded(t *testing.T) {
+	e := newEnv(t, defaultPaths(nil))
+	tok := e.mint(t, Grant{Providers: []string{"openai", "gemini"}}).Token
+	for _, tt := range []struct{ method, path string }{
+		{"GET", "/openai/v1/models/ft-gpt-4o-mine"},
+		{"POST", "/gemini/v1beta/models/g:generateContent"},
+	} {
+		hdr := bearer(tok)
+		for _, h := range []string{"X-HTTP-Method-Override", "x-http-method", "X-Method-Override"} {
+			hdr[h] = "DELETE"
+		}
+		if code, _, body := e.do(t, tt.method, tt.path, hdr, "{}"); code != http.StatusOK {
+			t.Fatalf("%s %s = %d %q, want it proxied", tt.method, tt.path, code, body)
+		}
+		prov, _, _ := strings.Cut(strings.TrimPrefix(tt.path, "/"), "/")
+		got := e.up[prov].last(t)
+		for k := range got.Header {
+			if strings.Contains(strings.ToLower(k), "method") {
+				t.Errorf("%s %s: upstream saw %s: %q", tt.method, tt.path, k, got.Header[k])
+			}
+		}
+		if got.Method != tt.method {
+			t.Errorf("upstream method %s, want %s", got.Method, tt.method)
+		}
+	}
+}

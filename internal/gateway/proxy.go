@@ -60,6 +60,14 @@ func credentialIndex(k string) int {
 // queryKeyParam is the query parameter some Gemini clients put the key in.
 const queryKeyParam = "key"
 
+// mayHoldKeyParam reports whether the raw query q may hold a
+// queryKeyParam parameter: its name as is or percent-encoded ("%6Bey",
+// which url.ParseQuery and the provider decode to "key"). Only then is q
+// parsed.
+func mayHoldKeyParam(q string) bool {
+	return strings.Contains(q, queryKeyParam) || strings.Contains(q, "%")
+}
+
 // extractToken returns the one gateway token in h and the raw query. It
 // fails with [ErrMissingToken] if there is none and [ErrTokenConflict] if
 // there are two different ones; the same token in several places is
@@ -93,7 +101,7 @@ func extractToken(h http.Header, rawQuery string) (string, error) {
 			add(v)
 		}
 	}
-	if strings.Contains(rawQuery, queryKeyParam) {
+	if mayHoldKeyParam(rawQuery) {
 		q, _ := url.ParseQuery(rawQuery) // keeps the pairs it could parse
 		for _, v := range q[queryKeyParam] {
 			add(v)
@@ -425,7 +433,7 @@ func requestModel(p *provider, r *http.Request, rest string) string {
 		r.ContentLength = 0
 		return ""
 	}
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+	if contentEncoded(r.Header) {
 		return ""
 	}
 	return bodyModel(b)
@@ -469,6 +477,22 @@ func bodyModel(b []byte) string {
 	return model
 }
 
+// methodOverrideHeaders ask a server to take a request as another method
+// (Google's front end honours X-HTTP-Method-Override on a POST). They are
+// never forwarded: the path allow-list checks the request's own method.
+var methodOverrideHeaders = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// isMethodOverride reports whether header name k is one of
+// methodOverrideHeaders, ignoring letter case.
+func isMethodOverride(k string) bool {
+	for _, h := range methodOverrideHeaders {
+		if strings.EqualFold(k, h) {
+			return true
+		}
+	}
+	return false
+}
+
 // rewrite builds the upstream request. It runs after the proxy removed
 // the hop-by-hop headers, so a client's "Connection: x-api-key" cannot
 // remove the key injected here.
@@ -477,12 +501,12 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 	out := pr.Out
 	for k := range out.Header {
 		if credentialIndex(k) >= 0 || strings.EqualFold(k, "Proxy-Authorization") ||
-			strings.EqualFold(k, "Upgrade") || strings.EqualFold(k, "Connection") {
+			strings.EqualFold(k, "Upgrade") || strings.EqualFold(k, "Connection") || isMethodOverride(k) {
 			delete(out.Header, k)
 		}
 	}
 	out.URL.Path, out.URL.RawPath = st.rest, st.rawRest
-	if q := out.URL.RawQuery; strings.Contains(q, queryKeyParam) {
+	if q := out.URL.RawQuery; mayHoldKeyParam(q) {
 		v, err := url.ParseQuery(q)
 		if _, ok := v[queryKeyParam]; ok || err != nil {
 			v.Del(queryKeyParam)
@@ -516,18 +540,7 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 		return nil
 	}
 	secrets := g.secretsFor(st)
-	for k, vs := range res.Header {
-		if nameHasSecret(k, secrets) {
-			delete(res.Header, k)
-			continue
-		}
-		for _, v := range vs {
-			if hasSecret(v, secrets) {
-				delete(res.Header, k)
-				break
-			}
-		}
-	}
+	scrubHeader(res.Header, secrets)
 	for k := range res.Trailer { // announced before the body: drop one named after a key
 		if nameHasSecret(k, secrets) {
 			delete(res.Trailer, k)
@@ -536,7 +549,7 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	if res.Body == nil || res.Body == http.NoBody {
 		return nil
 	}
-	if ce := res.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+	if contentEncoded(res.Header) {
 		return errEncodedResponse
 	}
 	rb := &responseBody{src: res.Body, res: res, ctx: res.Request.Context(), secrets: secrets}

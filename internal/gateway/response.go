@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 )
 
@@ -85,6 +87,47 @@ func containsSecret(ss [][]byte, k string) bool {
 		}
 	}
 	return false
+}
+
+// scrubHeader deletes from h every field whose name or one of whose
+// values holds one of secrets.
+func scrubHeader(h http.Header, secrets [][]byte) {
+	for k, vs := range h {
+		if nameHasSecret(k, secrets) {
+			delete(h, k)
+			continue
+		}
+		for _, v := range vs {
+			if hasSecret(v, secrets) {
+				delete(h, k)
+				break
+			}
+		}
+	}
+}
+
+// scrubbingTransport is the proxy's upstream transport: g.transport,
+// with the header of every 1xx informational response (103 Early Hints,
+// ...) scrubbed like a final response's ([scrubHeader]) before
+// httputil.ReverseProxy forwards it to the client — it does so from its
+// own ClientTrace hook, which never passes through ModifyResponse. The
+// hook added here runs first (httptrace composes the newer trace's hook
+// before the older one's) on the same header map.
+type scrubbingTransport struct{ g *Gateway }
+
+func (t scrubbingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	st := stateFrom(r.Context())
+	if st == nil {
+		return nil, errors.New("gateway: upstream request without proxy state")
+	}
+	secrets := t.g.secretsFor(st)
+	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
+		Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
+			scrubHeader(http.Header(h), secrets)
+			return nil
+		},
+	}))
+	return t.g.transport.RoundTrip(r)
 }
 
 // hasSecret reports whether v holds one of secrets.
@@ -305,6 +348,22 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// contentEncoded reports whether h declares a content coding other than
+// identity in any of its Content-Encoding lines ("identity" then "gzip"
+// on two lines, "identity, x-gzip" on one): a recipient applies every
+// coding listed, so looking only at the first line would pass a gzip
+// body on unscrubbed.
+func contentEncoded(h http.Header) bool {
+	for _, v := range h.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // isEventStream reports whether h says the body is server-sent events.

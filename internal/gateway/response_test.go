@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -187,11 +189,30 @@ func TestScrubThroughGateway(t *testing.T) {
 			io.WriteString(w, "body")
 			w.Header().Set("X-Echo", echoed)
 			w.Header().Set("X-"+echoed, "named after the key")
-		case "/v1/gzip":
-			w.Header().Set("Content-Encoding", "gzip")
+		case "/v1/gzip", "/v1/gzip-second", "/v1/gzip-after-empty", "/v1/gzip-listed":
+			w.Header()["Content-Encoding"] = map[string][]string{
+				"/v1/gzip":             {"gzip"},
+				"/v1/gzip-second":      {"identity", "gzip"}, // Get sees only the first line
+				"/v1/gzip-after-empty": {"", "gzip"},
+				"/v1/gzip-listed":      {"identity, x-gzip"},
+			}[r.URL.Path]
 			zw := gzip.NewWriter(w)
 			io.WriteString(zw, `{"echo":"`+echoed+`"}`)
 			zw.Close()
+		case "/v1/early-hints":
+			// A 1xx goes to the client before the response (ReverseProxy
+			// forwards it from a ClientTrace, past ModifyResponse).
+			w.Header().Set("Link", "</"+echoed+">; rel=preload")
+			w.Header().Set("X-"+echoed, "named after the key")
+			w.Header().Set("X-Kept", "1")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Del("Link")
+			w.Header().Del("X-" + echoed)
+			io.WriteString(w, "body")
+		case "/v1/trailer-unannounced":
+			io.WriteString(w, "body")
+			w.(http.Flusher).Flush() // chunked: a trailer can follow
+			w.Header().Set(http.TrailerPrefix+"X-Late", echoed)
 		}
 	})
 	for _, tt := range []struct {
@@ -205,11 +226,25 @@ func TestScrubThroughGateway(t *testing.T) {
 		{"/v1/sse", 200, strings.Repeat("data: {\"echo\":\""+redacted+"\"}\n\n", len("data: {\"echo\":\"\"}\n\n")+len(key)-1)},
 		{"/v1/trailer", 200, "body"},
 		{"/v1/gzip", 502, "upstream unavailable\n"},
+		{"/v1/gzip-second", 502, "upstream unavailable\n"},
+		{"/v1/gzip-after-empty", 502, "upstream unavailable\n"},
+		{"/v1/gzip-listed", 502, "upstream unavailable\n"},
+		{"/v1/early-hints", 200, "body"},
+		{"/v1/trailer-unannounced", 200, "body"},
 	} {
 		t.Run(tt.path, func(t *testing.T) {
 			req, _ := http.NewRequest("POST", e.data.URL+"/openai"+tt.path, strings.NewReader("{}"))
 			req.Header.Set("Authorization", "Bearer "+tok)
 			req.Header.Set("Accept-Encoding", "gzip, br")
+			var all bytes.Buffer
+			var early []int
+			req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+				Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+					early = append(early, code)
+					http.Header(h).Write(&all)
+					return nil
+				},
+			}))
 			resp, err := e.client.Do(req)
 			if err != nil {
 				t.Fatal(err)
@@ -219,7 +254,6 @@ func TestScrubThroughGateway(t *testing.T) {
 			if err != nil || resp.StatusCode != tt.status || string(body) != tt.want {
 				t.Errorf("POST %s = %d %.200q, %v; want %d %.200q", tt.path, resp.StatusCode, body, err, tt.status, tt.want)
 			}
-			var all bytes.Buffer
 			resp.Header.Write(&all)
 			resp.Trailer.Write(&all)
 			for k := range resp.Trailer { // announced names, with or without a value
@@ -232,6 +266,12 @@ func TestScrubThroughGateway(t *testing.T) {
 			// A small answer is scrubbed whole and declares its new length.
 			if small := tt.path == "/v1/ok" || tt.path == "/v1/error"; small && resp.ContentLength != int64(len(body)) {
 				t.Errorf("POST %s: Content-Length %d, want %d", tt.path, resp.ContentLength, len(body))
+			}
+			if tt.path == "/v1/early-hints" && (len(early) != 1 || !strings.Contains(all.String(), "X-Kept: 1")) {
+				t.Errorf("1xx responses %v, headers %q: want the 103 with its secret-free header", early, all.String())
+			}
+			if tt.path == "/v1/trailer-unannounced" && resp.Trailer.Get("X-Late") != redacted {
+				t.Errorf("trailer X-Late = %q, want %q", resp.Trailer.Get("X-Late"), redacted)
 			}
 			if tt.path == "/v1/trailer" && resp.Trailer.Get("X-Echo") != redacted {
 				t.Errorf("trailer X-Echo = %q, want %q", resp.Trailer.Get("X-Echo"), redacted)

@@ -161,6 +161,7 @@ func New(opts Options) (*Exchanger, error) {
 // Authenticate attests token and returns the identity it speaks for.
 // Errors wrap one of the sentinels in errors.go.
 func (e *Exchanger) Authenticate(ctx context.Context, token string) (apikey.Identity, error) {
+	token = trimToken(token)
 	if err := checkShape(token, e.maxToken, e.issuers); err != nil {
 		return apikey.Identity{}, err
 	}
@@ -235,6 +236,7 @@ type reviewedUser struct {
 // token to be bound to a pod. It is used for operators' callers on the
 // admin listener.
 func (e *Exchanger) ServiceAccount(ctx context.Context, token, audience string) (ns, name string, err error) {
+	token = trimToken(token)
 	if err := checkShape(token, e.maxToken, e.issuers); err != nil {
 		return "", "", err
 	}

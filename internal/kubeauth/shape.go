@@ -83,6 +83,13 @@ func checkShape(token string, max int, issuers []string) error {
 	return nil
 }
 
+// trimToken drops the whitespace around token (a token file's trailing
+// newline, read by a client that does not trim it). kube-apiserver's JWS
+// parser (go-jose ParseSigned) strips whitespace before it parses, so
+// such a token authenticates there and must pass [checkShape] too; the
+// trimmed token is what TokenReview gets.
+func trimToken(token string) string { return strings.TrimSpace(token) }
+
 func notBase64URL(r rune) bool {
 	return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '_')
 }
