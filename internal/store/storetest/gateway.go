@@ -19,7 +19,8 @@ var gatewayNow = time.Unix(1_800_000_000, 0).UTC()
 func tokenRecord(jti string, issued time.Time, ttl time.Duration) gateway.TokenRecord {
 	return gateway.TokenRecord{
 		JTI: jti, IssuedAt: issued, ExpiresAt: issued.Add(ttl),
-		Providers: []string{"anthropic", "openai"}, RunID: "run-" + jti, Tenant: "agents", Agent: "agent-" + jti,
+		Providers: []string{"anthropic", "openai"}, Models: []string{"o3-mini", "claude-sonnet-4-5"},
+		RunID: "run-" + jti, Tenant: "agents", Agent: "agent-" + jti,
 	}
 }
 
@@ -39,10 +40,11 @@ func sameRevocation(a, b gateway.Revocation) bool {
 }
 
 // sameRecord reports whether a and b are the same token record (times
-// compared as instants).
+// compared as instants; nil Models, "not recorded", differs from empty).
 func sameRecord(a, b gateway.TokenRecord) bool {
 	return a.JTI == b.JTI && a.IssuedAt.Equal(b.IssuedAt) && a.ExpiresAt.Equal(b.ExpiresAt) &&
-		slices.Equal(a.Providers, b.Providers) && a.RunID == b.RunID && a.Tenant == b.Tenant && a.Agent == b.Agent
+		slices.Equal(a.Providers, b.Providers) && slices.Equal(a.Models, b.Models) && (a.Models == nil) == (b.Models == nil) &&
+		a.RunID == b.RunID && a.Tenant == b.Tenant && a.Agent == b.Agent
 }
 
 // jtis lists the jtis of revs, for messages.
@@ -134,8 +136,14 @@ func Gateway(t *testing.T, open func(testing.TB) gateway.Store) {
 		s := open(t)
 		full := tokenRecord("full", gatewayNow, time.Hour)
 		bare := gateway.TokenRecord{JTI: "bare", IssuedAt: gatewayNow, ExpiresAt: gatewayNow.Add(time.Minute), Providers: []string{"openai"}}
-		recordTokens(t, s, full, bare)
-		for _, want := range []gateway.TokenRecord{full, bare} {
+		// Models kept in order, an empty list (no restriction) apart from
+		// nil (not recorded, as rows from before models were kept).
+		noModels := tokenRecord("no-models", gatewayNow, time.Hour)
+		noModels.Models = []string{}
+		oneModel := tokenRecord("one-model", gatewayNow, time.Hour)
+		oneModel.Models = []string{"gpt-4o-mini"}
+		recordTokens(t, s, full, bare, noModels, oneModel)
+		for _, want := range []gateway.TokenRecord{full, bare, noModels, oneModel} {
 			got, err := s.LookupToken(ctx, want.JTI)
 			if err != nil || !sameRecord(got, want) {
 				t.Errorf("LookupToken(%s) = %+v, %v; want %+v", want.JTI, got, err, want)
