@@ -17,7 +17,7 @@
 //	provider configured              else 404 unknown provider <p>
 //	a token presented (only one)     else 401 missing gateway token
 //	token verifies                   else 401 invalid gateway token: <reason>
-//	token minted (jti in the store)  else 401 invalid gateway token: not minted by this gateway
+//	token minted (claims recorded)   else 401 invalid gateway token: not minted by this gateway
 //	                                   (503 ...: cannot be checked now, if the store does not answer)
 //	provider in the token's scope    else 403 token not valid for provider <p>
 //	revocation view current          else 503 gateway revocation view is stale

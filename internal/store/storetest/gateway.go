@@ -348,3 +348,31 @@ func GatewayReplicas(t *testing.T, stores ...gateway.Store) {
 		t.Errorf("poller saw %d revocations, want %d", len(polled), len(revoked))
 	}
 }
+
+// LegacyTokenRecord is the record a store's upgrade test writes with the
+// INSERT of a binary from before models were recorded (no models column),
+// then hands to [GatewayUpgraded] once the store has migrated.
+var LegacyTokenRecord = gateway.TokenRecord{
+	JTI: "minted-before-models", IssuedAt: gatewayNow, ExpiresAt: gatewayNow.Add(time.Hour),
+	Providers: []string{"openai"}, RunID: "run-legacy", Tenant: "agents", Agent: "agent-legacy",
+}
+
+// GatewayUpgraded checks a store migrated after [LegacyTokenRecord] was
+// written without models: the record reads back whole with nil Models
+// (not recorded, which the gateway refuses), and records written since
+// keep their models, empty apart from nil.
+func GatewayUpgraded(t *testing.T, s gateway.Store) {
+	ctx := context.Background()
+	got, err := s.LookupToken(ctx, LegacyTokenRecord.JTI)
+	if err != nil || !sameRecord(got, LegacyTokenRecord) {
+		t.Errorf("LookupToken(legacy) = %+v, %v; want %+v with nil Models", got, err, LegacyTokenRecord)
+	}
+	none := tokenRecord("after-upgrade-none", gatewayNow, time.Hour)
+	none.Models = []string{}
+	recordTokens(t, s, tokenRecord("after-upgrade", gatewayNow, time.Hour), none)
+	for _, want := range []gateway.TokenRecord{tokenRecord("after-upgrade", gatewayNow, time.Hour), none} {
+		if got, err := s.LookupToken(ctx, want.JTI); err != nil || !sameRecord(got, want) {
+			t.Errorf("LookupToken(%s) = %+v, %v; want %+v", want.JTI, got, err, want)
+		}
+	}
+}
