@@ -17,7 +17,7 @@
 //	provider configured              else 404 unknown provider <p>
 //	a token presented (only one)     else 401 missing gateway token
 //	token verifies                   else 401 invalid gateway token: <reason>
-//	token minted (jti in the store)  else 401 invalid gateway token: not minted by this gateway
+//	token minted (claims recorded)   else 401 invalid gateway token: not minted by this gateway
 //	                                   (503 ...: cannot be checked now, if the store does not answer)
 //	provider in the token's scope    else 403 token not valid for provider <p>
 //	revocation view current          else 503 gateway revocation view is stale
@@ -220,9 +220,15 @@ type TokenRecord struct {
 	IssuedAt  time.Time
 	ExpiresAt time.Time
 	Providers []string
-	RunID     string
-	Tenant    string
-	Agent     string
+	// Models is the token's model allow-list as minted: empty and not nil
+	// (stored as an empty list) when the token has none. Nil means the
+	// record was kept before models were recorded (a NULL column); the
+	// minted check refuses such a token, whatever its claims, until it is
+	// re-minted. Stores must keep nil and empty apart.
+	Models []string
+	RunID  string
+	Tenant string
+	Agent  string
 }
 
 // Revocation is one revoked token.
@@ -589,8 +595,8 @@ type Minted struct {
 }
 
 // Mint checks grant (providers configured, TTL within [1 s, 24 h], zero
-// meaning 30 min), mints a token and records its jti, exp, run_id, tenant
-// and agent in the store. It fails with an error wrapping [ErrBadGrant]
+// meaning 30 min), mints a token and records its jti, iat, exp,
+// providers, models, run_id, tenant and agent in the store. It fails with an error wrapping [ErrBadGrant]
 // or [ErrCannotMint], or with a store error.
 func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
 	if g.issuer == nil {
@@ -623,7 +629,8 @@ func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
 	}
 	rec := TokenRecord{
 		JTI: c.ID, IssuedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time,
-		Providers: c.Providers, RunID: c.RunID, Tenant: c.Tenant, Agent: c.Agent,
+		Providers: c.Providers, Models: append([]string{}, c.Models...), // never nil: see TokenRecord.Models
+		RunID: c.RunID, Tenant: c.Tenant, Agent: c.Agent,
 	}
 	if err := g.store.RecordToken(ctx, rec); err != nil {
 		return Minted{}, fmt.Errorf("gateway: record token: %w", err)

@@ -10,8 +10,8 @@ import (
 
 // mintedTokens answers whether a verified token is one the admin plane
 // minted: its jti is recorded in the [Store] (by [Gateway.Mint] on any
-// replica sharing it) with the token's exp, iat, providers, run_id,
-// tenant and agent. A signature alone does not prove it: a token signed
+// replica sharing it) with the token's exp, iat, providers, models,
+// run_id, tenant and agent. A signature alone does not prove it: a token signed
 // with a leaked key, or one that reuses a minted jti with other claims,
 // fails the check. Each jti is looked up once, then cached until its
 // exp + leeway (bounded like the verify cache; a miss is never cached).
@@ -50,6 +50,9 @@ func (g *Gateway) checkMinted(ctx context.Context, c *Claims) error {
 		return ErrTokenUnchecked
 	}
 	rec := v.(TokenRecord)
+	if rec.Models == nil {
+		g.log.InfoContext(ctx, "gateway token recorded before models were kept; refusing it until it is re-minted", "jti", c.ID)
+	}
 	if !recordMatches(rec, c) {
 		return ErrTokenNotMinted
 	}
@@ -62,15 +65,25 @@ func (g *Gateway) remember(rec TokenRecord) {
 	g.minted.cache.put(rec.JTI, rec, rec.ExpiresAt.Add(g.leeway), g.now())
 }
 
-// recordMatches reports whether c's claims are those recorded at mint
-// (times to the second, providers as a set). Models are not recorded.
+// recordMatches reports whether c's claims are those recorded at mint:
+// times to the second; providers and models each as a set (order and
+// repeats do not change what the token allows), the token's models equal
+// to the recorded set exactly, so a token without a models claim matches
+// only a record of none. A record with nil Models (kept before models
+// were recorded) matches no token: its restriction cannot be checked.
 func recordMatches(rec TokenRecord, c *Claims) bool {
-	if c.ExpiresAt == nil || c.IssuedAt == nil ||
+	if c.ExpiresAt == nil || c.IssuedAt == nil || rec.Models == nil ||
 		rec.ExpiresAt.Unix() != c.ExpiresAt.Unix() || rec.IssuedAt.Unix() != c.IssuedAt.Unix() ||
 		rec.RunID != c.RunID || rec.Tenant != c.Tenant || rec.Agent != c.Agent {
 		return false
 	}
-	a, b := slices.Clone(rec.Providers), slices.Clone(c.Providers)
+	return sameSet(rec.Providers, c.Providers) && sameSet(rec.Models, c.Models)
+}
+
+// sameSet reports whether a and b hold the same strings, ignoring order
+// and repeats.
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(slices.Compact(a), slices.Compact(b))

@@ -117,3 +117,61 @@ func TestMintedCheckedOnceFailsClosed(t *testing.T) {
 		t.Errorf("B, cached, with the store down = %d %q", code, body)
 	}
 }
+
+// TestMintedModelsMustMatch: with the signing key leaked, a token that
+// reuses a real minted jti with every other claim unchanged must not be
+// able to drop, change or add a model allow-list; the models are compared
+// as a set (order and repeats do not matter). A record kept before models
+// were recorded (Models nil) is refused whatever the token says.
+func TestMintedModelsMustMatch(t *testing.T) {
+	e := newEnv(t)
+	limited := e.mint(t, Grant{Providers: []string{"openai"}, Models: []string{"gpt-4o-mini", "o3-mini"}, TTL: time.Hour, RunID: "r1"})
+	open := e.mint(t, Grant{Providers: []string{"openai"}, TTL: time.Hour, RunID: "r2"})
+	// A replica that did not mint the tokens: it must ask the store.
+	b := newEnv(t, func(o *Options) { o.Store = e.store; o.SigningKey = e.key })
+	forge := func(m Minted, models []string) string {
+		c := *m.Claims
+		c.Models = models
+		return signRaw(t, jwt.SigningMethodEdDSA, e.key, KeyID(e.key.Public().(ed25519.PublicKey)), &c)
+	}
+	const notMinted = "invalid gateway token: not minted by this gateway\n"
+	for _, tc := range []struct {
+		name, token string
+		code        int
+		want        string
+	}{
+		{"models dropped", forge(limited, nil), http.StatusUnauthorized, notMinted},
+		{"models emptied", forge(limited, []string{}), http.StatusUnauthorized, notMinted},
+		{"model changed", forge(limited, []string{"gpt-4o-mini", "gpt-4o"}), http.StatusUnauthorized, notMinted},
+		{"model added", forge(limited, []string{"gpt-4o-mini", "o3-mini", "gpt-4o"}), http.StatusUnauthorized, notMinted},
+		{"model removed", forge(limited, []string{"gpt-4o-mini"}), http.StatusUnauthorized, notMinted},
+		{"models added to an open token", forge(open, []string{"gpt-4o-mini"}), http.StatusUnauthorized, notMinted},
+		{"same models reordered", forge(limited, []string{"o3-mini", "gpt-4o-mini", "o3-mini"}), http.StatusOK, ""},
+		{"real limited token", limited.Token, http.StatusOK, ""},
+		{"real open token", open.Token, http.StatusOK, ""},
+	} {
+		for _, g := range []struct {
+			name string
+			e    *env
+		}{{"minting replica", e}, {"other replica", b}} {
+			t.Run(tc.name+"/"+g.name, func(t *testing.T) {
+				code, _, body := g.e.do(t, "POST", "/openai/v1/chat/completions", bearer(tc.token), `{"model":"gpt-4o-mini"}`)
+				if code != tc.code || (tc.want != "" && body != tc.want) {
+					t.Errorf("token = %d %q, want %d %q", code, body, tc.code, tc.want)
+				}
+			})
+		}
+	}
+
+	// A record from before models were kept: no models claim is proof of
+	// nothing, so the token is refused (fail closed) until it is re-minted.
+	legacy := e.mint(t, Grant{Providers: []string{"openai"}, TTL: time.Hour, RunID: "r3"})
+	e.store.mu.Lock()
+	rec := e.store.tokens[legacy.JTI]
+	rec.Models = nil
+	e.store.tokens[legacy.JTI] = rec
+	e.store.mu.Unlock()
+	if code, _, body := b.do(t, "POST", "/openai/v1/chat/completions", bearer(legacy.Token), "{}"); code != http.StatusUnauthorized || body != notMinted {
+		t.Errorf("token recorded without models = %d %q, want 401 %q", code, body, notMinted)
+	}
+}

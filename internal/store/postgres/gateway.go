@@ -71,16 +71,23 @@ const GatewayRevocationChannel = "custody_gateway_token_revoked"
 // maxNotifiedJTI bounds the jti of a gateway revocation notification.
 const maxNotifiedJTI = 128
 
+// gatewayModelsSchema is migration 6: the model allow-list of each minted
+// token, a text[] like providers ('{}' for none). Rows recorded before it
+// hold NULL, read back as nil Models: the gateway refuses those tokens
+// until they are re-minted (they live at most 24 h).
+const gatewayModelsSchema = `ALTER TABLE gateway_tokens ADD COLUMN models text[]; -- model names, NULL if not recorded`
+
 // RecordToken implements gateway.Store. A jti already recorded is an
-// error.
+// error. Nil Models is stored as NULL and empty Models as '{}', so that
+// LookupToken keeps them apart.
 func (d *DB) RecordToken(ctx context.Context, r gateway.TokenRecord) error {
 	providers := r.Providers
 	if providers == nil {
 		providers = []string{}
 	}
 	_, err := d.pool.Exec(ctx,
-		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, run_id, tenant, agent) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), providers, r.RunID, r.Tenant, r.Agent)
+		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, models, run_id, tenant, agent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+		r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), providers, r.Models, r.RunID, r.Tenant, r.Agent)
 	if err != nil {
 		return fmt.Errorf("postgres: record gateway token: %w", err)
 	}
@@ -93,8 +100,8 @@ func (d *DB) LookupToken(ctx context.Context, jti string) (gateway.TokenRecord, 
 	r := gateway.TokenRecord{JTI: jti}
 	var issued, expires int64
 	err := d.pool.QueryRow(ctx,
-		`SELECT issued_at, expires_at, providers, run_id, tenant, agent FROM gateway_tokens WHERE jti = $1`, jti).
-		Scan(&issued, &expires, &r.Providers, &r.RunID, &r.Tenant, &r.Agent)
+		`SELECT issued_at, expires_at, providers, models, run_id, tenant, agent FROM gateway_tokens WHERE jti = $1`, jti).
+		Scan(&issued, &expires, &r.Providers, &r.Models, &r.RunID, &r.Tenant, &r.Agent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return gateway.TokenRecord{}, gateway.ErrNotFound
 	}

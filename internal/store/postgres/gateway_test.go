@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentcustody/custody/internal/gateway"
+	"github.com/agentcustody/custody/internal/store/postgres/pgtest"
 	"github.com/agentcustody/custody/internal/store/storetest"
 )
 
@@ -201,4 +202,36 @@ func TestGatewayRevocationNotifiedToReplica(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("B's stream of the revoked token not cut")
 	}
+}
+
+// TestGatewayModelsMigration: a token recorded by a binary from before
+// migration 6 (schema version 5, no models column) reads back with nil
+// Models after the upgrade.
+func TestGatewayModelsMigration(t *testing.T) {
+	u := pgtest.Schema(t)
+	ctx := context.Background()
+	db, err := Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Back to schema version 5, then the old binary's INSERT.
+	r := storetest.LegacyTokenRecord
+	for _, q := range []string{
+		`ALTER TABLE gateway_tokens DROP COLUMN models`,
+		`UPDATE custody_schema SET version = 5`,
+		fmt.Sprintf(`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, run_id, tenant, agent) VALUES ('%s', %d, %d, '{openai}', '%s', '%s', '%s')`,
+			r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), r.RunID, r.Tenant, r.Agent),
+	} {
+		if _, err := db.pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	db, err = Open(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	storetest.GatewayUpgraded(t, db)
 }

@@ -15,4 +15,6 @@ var migrations = []string{
 	// 5: signer: the log, runs, calls, salts, approvals, checkpoints,
 	// policy snapshots, the writer lease.
 	signerSchema,
+	// 6: model gateway: the model allow-list of each minted token.
+	gatewayModelsSchema,
 }

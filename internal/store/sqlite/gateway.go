@@ -36,15 +36,30 @@ CREATE TABLE gateway_revocations (
 ) STRICT;
 CREATE INDEX gateway_revocations_expiry ON gateway_revocations (expires_at);`
 
-// RecordToken implements gateway.Store.
+// gatewayModelsSchema is migration 6: the model allow-list of each minted
+// token, a JSON array ("[]" for none). Rows recorded before it hold NULL,
+// read back as nil Models: the gateway refuses those tokens until they
+// are re-minted (they live at most 24 h).
+const gatewayModelsSchema = `ALTER TABLE gateway_tokens ADD COLUMN models TEXT; -- JSON array of model names, NULL if not recorded`
+
+// RecordToken implements gateway.Store. Nil Models is stored as NULL and
+// empty Models as "[]", so that LookupToken keeps them apart.
 func (d *DB) RecordToken(ctx context.Context, r gateway.TokenRecord) error {
 	providers, err := json.Marshal(r.Providers)
 	if err != nil {
 		return fmt.Errorf("sqlite: encode providers: %w", err)
 	}
+	var models sql.NullString
+	if r.Models != nil {
+		b, err := json.Marshal(r.Models)
+		if err != nil {
+			return fmt.Errorf("sqlite: encode models: %w", err)
+		}
+		models = sql.NullString{String: string(b), Valid: true}
+	}
 	_, err = d.db.ExecContext(ctx,
-		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, run_id, tenant, agent) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), string(providers), r.RunID, r.Tenant, r.Agent)
+		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, models, run_id, tenant, agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), string(providers), models, r.RunID, r.Tenant, r.Agent)
 	if err != nil {
 		return fmt.Errorf("sqlite: record gateway token: %w", err)
 	}
@@ -57,10 +72,11 @@ func (d *DB) LookupToken(ctx context.Context, jti string) (gateway.TokenRecord, 
 		r               gateway.TokenRecord
 		issued, expires int64
 		providers       string
+		models          sql.NullString
 	)
 	err := d.db.QueryRowContext(ctx,
-		`SELECT issued_at, expires_at, providers, run_id, tenant, agent FROM gateway_tokens WHERE jti = ?`, jti).
-		Scan(&issued, &expires, &providers, &r.RunID, &r.Tenant, &r.Agent)
+		`SELECT issued_at, expires_at, providers, models, run_id, tenant, agent FROM gateway_tokens WHERE jti = ?`, jti).
+		Scan(&issued, &expires, &providers, &models, &r.RunID, &r.Tenant, &r.Agent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return gateway.TokenRecord{}, gateway.ErrNotFound
 	}
@@ -69,6 +85,14 @@ func (d *DB) LookupToken(ctx context.Context, jti string) (gateway.TokenRecord, 
 	}
 	if err := json.Unmarshal([]byte(providers), &r.Providers); err != nil {
 		return gateway.TokenRecord{}, fmt.Errorf("sqlite: decode providers: %w", err)
+	}
+	if models.Valid {
+		if err := json.Unmarshal([]byte(models.String), &r.Models); err != nil {
+			return gateway.TokenRecord{}, fmt.Errorf("sqlite: decode models: %w", err)
+		}
+		if r.Models == nil { // JSON null: not a list, never written by RecordToken
+			return gateway.TokenRecord{}, errors.New("sqlite: decode models: not a JSON array")
+		}
 	}
 	r.JTI = jti
 	r.IssuedAt = time.Unix(issued, 0).UTC()

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -54,4 +55,36 @@ func TestGatewayRevocationsSurviveReopen(t *testing.T) {
 	if err != nil || rb.Seq <= ra.Seq {
 		t.Errorf("RevokeToken(b) after reopen = %+v, %v; want Seq > %d", rb, err, ra.Seq)
 	}
+}
+
+// TestGatewayModelsMigration: a token recorded by a binary from before
+// migration 6 (schema version 5, no models column) reads back with nil
+// Models after the upgrade.
+func TestGatewayModelsMigration(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	db, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Back to schema version 5, then the old binary's INSERT.
+	r := storetest.LegacyTokenRecord
+	for _, q := range []string{
+		`ALTER TABLE gateway_tokens DROP COLUMN models`,
+		`PRAGMA user_version = 5`,
+		fmt.Sprintf(`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, run_id, tenant, agent) VALUES ('%s', %d, %d, '["openai"]', '%s', '%s', '%s')`,
+			r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), r.RunID, r.Tenant, r.Agent),
+	} {
+		if _, err := db.db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+
+	db, err = Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	storetest.GatewayUpgraded(t, db)
 }

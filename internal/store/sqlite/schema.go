@@ -24,4 +24,6 @@ var migrations = []string{
 	// 5: signer: the log's leaves and stored hashes, runs, calls, args
 	// salts, approvals, checkpoints, policy snapshots.
 	signerSchema,
+	// 6: model gateway: the model allow-list of each minted token.
+	gatewayModelsSchema,
 }

@@ -19,7 +19,8 @@ var gatewayNow = time.Unix(1_800_000_000, 0).UTC()
 func tokenRecord(jti string, issued time.Time, ttl time.Duration) gateway.TokenRecord {
 	return gateway.TokenRecord{
 		JTI: jti, IssuedAt: issued, ExpiresAt: issued.Add(ttl),
-		Providers: []string{"anthropic", "openai"}, RunID: "run-" + jti, Tenant: "agents", Agent: "agent-" + jti,
+		Providers: []string{"anthropic", "openai"}, Models: []string{"o3-mini", "claude-sonnet-4-5"},
+		RunID: "run-" + jti, Tenant: "agents", Agent: "agent-" + jti,
 	}
 }
 
@@ -39,10 +40,11 @@ func sameRevocation(a, b gateway.Revocation) bool {
 }
 
 // sameRecord reports whether a and b are the same token record (times
-// compared as instants).
+// compared as instants; nil Models, "not recorded", differs from empty).
 func sameRecord(a, b gateway.TokenRecord) bool {
 	return a.JTI == b.JTI && a.IssuedAt.Equal(b.IssuedAt) && a.ExpiresAt.Equal(b.ExpiresAt) &&
-		slices.Equal(a.Providers, b.Providers) && a.RunID == b.RunID && a.Tenant == b.Tenant && a.Agent == b.Agent
+		slices.Equal(a.Providers, b.Providers) && slices.Equal(a.Models, b.Models) && (a.Models == nil) == (b.Models == nil) &&
+		a.RunID == b.RunID && a.Tenant == b.Tenant && a.Agent == b.Agent
 }
 
 // jtis lists the jtis of revs, for messages.
@@ -134,8 +136,14 @@ func Gateway(t *testing.T, open func(testing.TB) gateway.Store) {
 		s := open(t)
 		full := tokenRecord("full", gatewayNow, time.Hour)
 		bare := gateway.TokenRecord{JTI: "bare", IssuedAt: gatewayNow, ExpiresAt: gatewayNow.Add(time.Minute), Providers: []string{"openai"}}
-		recordTokens(t, s, full, bare)
-		for _, want := range []gateway.TokenRecord{full, bare} {
+		// Models kept in order, an empty list (no restriction) apart from
+		// nil (not recorded, as rows from before models were kept).
+		noModels := tokenRecord("no-models", gatewayNow, time.Hour)
+		noModels.Models = []string{}
+		oneModel := tokenRecord("one-model", gatewayNow, time.Hour)
+		oneModel.Models = []string{"gpt-4o-mini"}
+		recordTokens(t, s, full, bare, noModels, oneModel)
+		for _, want := range []gateway.TokenRecord{full, bare, noModels, oneModel} {
 			got, err := s.LookupToken(ctx, want.JTI)
 			if err != nil || !sameRecord(got, want) {
 				t.Errorf("LookupToken(%s) = %+v, %v; want %+v", want.JTI, got, err, want)
@@ -338,5 +346,33 @@ func GatewayReplicas(t *testing.T, stores ...gateway.Store) {
 	}
 	if len(polled) != len(revoked) {
 		t.Errorf("poller saw %d revocations, want %d", len(polled), len(revoked))
+	}
+}
+
+// LegacyTokenRecord is the record a store's upgrade test writes with the
+// INSERT of a binary from before models were recorded (no models column),
+// then hands to [GatewayUpgraded] once the store has migrated.
+var LegacyTokenRecord = gateway.TokenRecord{
+	JTI: "minted-before-models", IssuedAt: gatewayNow, ExpiresAt: gatewayNow.Add(time.Hour),
+	Providers: []string{"openai"}, RunID: "run-legacy", Tenant: "agents", Agent: "agent-legacy",
+}
+
+// GatewayUpgraded checks a store migrated after [LegacyTokenRecord] was
+// written without models: the record reads back whole with nil Models
+// (not recorded, which the gateway refuses), and records written since
+// keep their models, empty apart from nil.
+func GatewayUpgraded(t *testing.T, s gateway.Store) {
+	ctx := context.Background()
+	got, err := s.LookupToken(ctx, LegacyTokenRecord.JTI)
+	if err != nil || !sameRecord(got, LegacyTokenRecord) {
+		t.Errorf("LookupToken(legacy) = %+v, %v; want %+v with nil Models", got, err, LegacyTokenRecord)
+	}
+	none := tokenRecord("after-upgrade-none", gatewayNow, time.Hour)
+	none.Models = []string{}
+	recordTokens(t, s, tokenRecord("after-upgrade", gatewayNow, time.Hour), none)
+	for _, want := range []gateway.TokenRecord{tokenRecord("after-upgrade", gatewayNow, time.Hour), none} {
+		if got, err := s.LookupToken(ctx, want.JTI); err != nil || !sameRecord(got, want) {
+			t.Errorf("LookupToken(%s) = %+v, %v; want %+v", want.JTI, got, err, want)
+		}
 	}
 }
