@@ -41,14 +41,7 @@ func TestAnthropicCallAndStream(t *testing.T) {
 			release(t, id)
 		}
 	}
-	if err := s.Err(); err != nil {
-		t.Fatalf("stream: %v (read %q)", err, got)
-	}
-	if got != "e0e1e2e3e4" {
-		t.Fatalf("stream text = %q, want e0e1e2e3e4 (whole, in order)", got)
-	}
-	checkNoStall(t)
-	checkCredentials(t, from)
+	checkWholeStream(t, s.Err(), got, from)
 }
 
 func TestAnthropicRevoked(t *testing.T) {
@@ -57,9 +50,7 @@ func TestAnthropicRevoked(t *testing.T) {
 	c, n := anthropicClient("anthropic", tok.Token)
 	_, err := c.Messages.New(context.Background(), messageParams("claude-standin"))
 	checkRefusal(t, "call with a revoked token", err, "gateway token revoked")
-	if got := n.n.Load(); got != 1 {
-		t.Fatalf("attempts = %d, want 1 (a refusal is not retried)", got)
-	}
+	checkOneAttempt(t, n)
 }
 
 func TestAnthropicRevokedMidStream(t *testing.T) {
@@ -90,7 +81,5 @@ func TestAnthropicRefusalNotRetried(t *testing.T) {
 	c, n := anthropicClient("nokey-anthropic", tok.Token)
 	_, err := c.Messages.New(context.Background(), messageParams("claude-standin"))
 	checkRefusal(t, "call to a provider without a key", err, "gateway holds no key for provider nokey-anthropic")
-	if got := n.n.Load(); got != 1 {
-		t.Fatalf("attempts = %d, want 1 (x-should-retry: false)", got)
-	}
+	checkOneAttempt(t, n)
 }

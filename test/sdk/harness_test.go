@@ -325,3 +325,28 @@ func checkNoStall(t *testing.T) {
 		t.Fatalf("stream events were held back (buffered): %v", s)
 	}
 }
+
+// checkWholeStream fails unless a gated stream of 5 events ended without
+// error (err from the SDK), arrived whole and in order, was never held
+// back, and reached the upstream with only real keys (from: the count of
+// credentials the stand-in had seen before the test).
+func checkWholeStream(t *testing.T, err error, got string, from int) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("stream: %v (read %q)", err, got)
+	}
+	if got != "e0e1e2e3e4" {
+		t.Fatalf("stream text = %q, want e0e1e2e3e4 (whole, in order)", got)
+	}
+	checkNoStall(t)
+	checkCredentials(t, from)
+}
+
+// checkOneAttempt fails unless the client sent exactly one request: a
+// refusal is not retried.
+func checkOneAttempt(t *testing.T, n *attempts) {
+	t.Helper()
+	if got := n.n.Load(); got != 1 {
+		t.Fatalf("attempts = %d, want 1 (a refusal is not retried)", got)
+	}
+}
