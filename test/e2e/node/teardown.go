@@ -28,9 +28,9 @@ const netnsDir = "/run/netns"
 // restored; the node's cgroups are removed; every mount under the node's
 // paths is detached; the paths absent from the baseline and the work dir
 // are removed; the state file goes last, so a failed teardown is retried
-// by the next one. Without a state file only what is named as the node's
-// own (the guard table, the work dir) is touched. Errors are joined; each
-// step still runs.
+// by the next one. Without a state file only <stateDir>/work is touched
+// (the state file is written before anything changes, so nothing else
+// can be ours). Errors are joined; each step still runs.
 func Teardown(ctx context.Context, stateDir string, progress io.Writer) error {
 	if progress == nil {
 		progress = io.Discard
@@ -53,14 +53,17 @@ func Teardown(ctx context.Context, stateDir string, progress io.Writer) error {
 		}
 	}
 
-	removeContainers(ctx, socket, logf)
-	note(stopPidFiles(stateDir, 10*time.Second, logf))
-	killShims(socket, logf)
-
 	sameBoot := st != nil && st.BootID == bootID()
 	if st != nil && !sameBoot {
 		logf("state is from an earlier boot: kernel state already reset, cleaning paths only")
 	}
+	removeContainers(ctx, socket, logf)
+	if sameBoot {
+		// Start times in pid files count from this boot.
+		note(stopPidFiles(stateDir, 10*time.Second, logf))
+	}
+	_ = os.RemoveAll(pidDir(stateDir))
+	killShims(socket, logf)
 	if sameBoot {
 		for _, n := range netnsNames() {
 			if !slices.Contains(st.Netns, n) {
@@ -145,20 +148,20 @@ func removeContainers(ctx context.Context, socket string, logf func(string, ...a
 	}
 }
 
-// deleteTables deletes the nft tables absent from the baseline, or only
-// the guard table when there is no state of this boot.
+// deleteTables deletes the nft tables absent from the baseline of this
+// boot (the guard table among them). The state file is written before the
+// guard table, so without it there is no table of ours.
 func deleteTables(ctx context.Context, st *state, sameBoot bool, logf func(string, ...any)) error {
+	if !sameBoot {
+		return nil // no state of this boot: no table of ours can exist
+	}
 	tables, err := nftTables(ctx)
 	if err != nil {
 		return nil // nft not installed: nothing of ours can exist
 	}
 	var errs []error
 	for _, t := range tables {
-		ours := t == "inet "+GuardTable
-		if sameBoot {
-			ours = ours || !slices.Contains(st.Tables, t)
-		}
-		if !ours {
+		if slices.Contains(st.Tables, t) {
 			continue
 		}
 		logf("deleting nft table %s", t)
