@@ -87,3 +87,17 @@ func TestContainerdConfig(t *testing.T) {
 		t.Error(`ContainerdConfig(pause x"y) = nil error, want a refusal (it would break out of the TOML string)`)
 	}
 }
+
+func TestPackets(t *testing.T) {
+	listing := `table inet custody-guard {
+	chain forward {
+		oifname "eth0" counter packets 2 bytes 120 drop comment "x"
+	}
+	chain output {
+		oifname "eth0" ip daddr { 10.0.0.0/24 } counter packets 14 bytes 840 drop
+	}
+}`
+	if got := packets(listing); len(got) != 2 || got[0] != 2 || got[1] != 14 {
+		t.Errorf("packets() = %v, want [2 14]", got)
+	}
+}

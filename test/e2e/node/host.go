@@ -42,12 +42,15 @@ type Host struct {
 	Guarded []string
 	// PauseImage is Options.PauseImage.
 	PauseImage string
+	// GuardProof is what VerifyGuard saw before the guard went in.
+	GuardProof GuardProof
 
 	progress io.Writer
 }
 
 // Up runs [Teardown] (so a crashed run never poisons this one), records
-// the baseline, then installs the guard table, creates the bridge, writes
+// the baseline, proves the guard ruleset in throwaway namespaces
+// ([VerifyGuard]; fail closed), then installs the guard table, creates the bridge, writes
 // the CNI and containerd configs, starts containerd as a child process
 // (recorded in a pid file), waits for its socket and imports the pause
 // image. On error it tears down what it did.
@@ -98,6 +101,11 @@ func Up(ctx context.Context, opts Options) (_ *Host, err error) {
 			}
 		}
 	}
+	proof, err := VerifyGuard(ctx, opts.Progress)
+	if err != nil {
+		return nil, err
+	}
+	h.GuardProof = proof
 	step("guard table inet %s: drop forwarded out of %s, and host output to %s, %s through it", GuardTable, strings.Join(h.Guarded, ","), ClusterCIDR, ServiceCIDR)
 	step("bridge %s %s/24; CNI config in %s", Bridge, BridgeIP, h.Containerd.CNIConf)
 	if err := setUpNetwork(ctx, h.Guarded, h.Containerd.CNIConf); err != nil {

@@ -29,7 +29,9 @@ var TrackedSysctls = []string{
 // FixedPaths are the paths the kubelet, containerd's CRI plugin and `ctr`
 // write whatever their config says. Teardown removes those that did not
 // exist at the baseline.
-var FixedPaths = []string{"/var/lib/kubelet", "/var/lib/cni", "/var/log/pods", "/run/containerd", "/opt/containerd"}
+// /run/netns is created (and bind-mounted onto itself) by the first
+// `ip netns add` or CNI netns.
+var FixedPaths = []string{"/var/lib/kubelet", "/var/lib/cni", "/var/log/pods", "/run/containerd", "/opt/containerd", netnsDir}
 
 // Cgroup names the node creates under each v1 controller (and v2): the
 // kubelet's kubepods tree and containerd's namespace k8s.io.

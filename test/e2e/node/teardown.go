@@ -64,6 +64,7 @@ func Teardown(ctx context.Context, stateDir string, progress io.Writer) error {
 	}
 	_ = os.RemoveAll(pidDir(stateDir))
 	killShims(socket, logf)
+	deleteGuardNetns(ctx) // VerifyGuard's, named as ours
 	if sameBoot {
 		for _, n := range netnsNames() {
 			if !slices.Contains(st.Netns, n) {

@@ -6,13 +6,16 @@
 //	go run ./test/e2e/cmd/node-check -up        # bring up, ctr run, tear down
 //	go run ./test/e2e/cmd/node-check -teardown  # only the idempotent teardown
 //
-// -up runs the teardown first, records the baseline, installs the guard
-// table, the cni0 bridge and containerd (own config, child process),
-// builds the pause image (test/e2e/cmd/pause) and a probe image
-// (test/e2e/cmd/probe) as one-layer tarballs, imports them, runs the
-// probe once with `ctr run` (it prints its usage line and exits 3: the
-// runtime ran our binary), runs pause detached and stops it with SIGTERM
-// (exit 0), then tears down and prints the host state before and after.
+// -up builds the pause image (test/e2e/cmd/pause) and a probe image
+// (test/e2e/cmd/probe) as one-layer tarballs, then node.Up: the teardown
+// first, the baseline, the guard proved in throwaway network namespaces
+// (node.VerifyGuard: a canary without it, then the same probes with it;
+// nothing leaves the machine), the guard table, the cni0 bridge,
+// containerd (own config, child process) and the pause import. It imports
+// the probe, runs it once with `ctr run` (it prints its usage line and
+// exits 3: the runtime ran our binary), runs pause detached and stops it
+// with SIGTERM, then tears down (twice: the second must be a no-op) and
+// prints the host state before, during and after.
 // All traffic stays on this machine.
 package main
 
@@ -117,11 +120,12 @@ func upRunDown(ctx context.Context, stateDir string, keep bool) error {
 	fmt.Printf("images built in %s\n", time.Since(start).Round(time.Millisecond))
 
 	start = time.Now()
+	start = time.Now()
 	h, err := node.Up(ctx, node.Options{StateDir: stateDir, PauseImage: pause, PauseTarball: tars[pause], Progress: os.Stdout})
 	if err != nil {
 		return err
 	}
-	fmt.Printf("bring-up (teardown first, guard, bridge, containerd, pause import): %s\n", time.Since(start).Round(time.Millisecond))
+	fmt.Printf("bring-up (teardown first, baseline, guard check, guard, bridge, containerd, pause import): %s; guard check saw %+v\n", time.Since(start).Round(time.Millisecond), h.GuardProof)
 	runErr := exercise(ctx, h, tars[probe], probe, pause)
 	fmt.Println("== host while up")
 	hostState()
