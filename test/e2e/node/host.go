@@ -121,7 +121,7 @@ func Up(ctx context.Context, opts Options) (_ *Host, err error) {
 	}
 	step("starting containerd (%s)", h.Containerd.Socket)
 	start := time.Now()
-	cmd, err := h.Spawn("containerd", syscall.SIGTERM, "containerd", "--config", cfgPath)
+	cmd, err := h.Spawn("containerd", syscall.SIGTERM, nil, "containerd", "--config", cfgPath)
 	if err != nil {
 		return nil, err
 	}

@@ -61,15 +61,14 @@ func procPPID(pid int) int {
 	return n
 }
 
-// Spawn starts a node process with its output in <WorkDir>/<name>.log,
-// in its own process group, and records its pid file before returning.
-// stop is the signal that stops it cleanly (0 means SIGTERM). The
-// process is stopped by Host.Down or Teardown, not by the caller.
-func (h *Host) Spawn(name string, stop syscall.Signal, bin string, args ...string) (*exec.Cmd, error) {
-	return h.spawn(name, stop, bin, nil, args...)
-}
-
-func (h *Host) spawn(name string, stop syscall.Signal, bin string, env []string, args ...string) (*exec.Cmd, error) {
+// Spawn starts a node process (kubelet, kube-proxy, the scheduler, the
+// policy agent, a forwarder) with the environment plus env, its output in
+// <WorkDir>/<name>.log, in its own process group, and records its pid
+// file before returning. stop is the signal that stops it cleanly: 0
+// means SIGTERM; the policy agent needs SIGINT (kube-network-policies
+// removes its table only then). The process outlives a crash of the
+// caller on purpose: Host.Down or the next Teardown stops it.
+func (h *Host) Spawn(name string, stop syscall.Signal, env []string, bin string, args ...string) (*exec.Cmd, error) {
 	if stop == 0 {
 		stop = syscall.SIGTERM
 	}

@@ -154,3 +154,36 @@ func TestStateRoundTrip(t *testing.T) {
 		t.Error("loadState(corrupt) = nil error; want a refusal (a teardown must not guess)")
 	}
 }
+
+func TestSpawnThenStop(t *testing.T) {
+	dir := t.TempDir()
+	h := &Host{StateDir: dir, WorkDir: filepath.Join(dir, "work")}
+	if err := os.MkdirAll(h.WorkDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "agent")
+	cmd, err := h.Spawn("policy-agent", syscall.SIGINT, []string{"NODE_TEST_SIGNAL_FILE=" + out}, os.Args[0], "-test.run=^$")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		if _, err := os.Stat(out + ".ready"); err == nil {
+			break
+		}
+		if i > 200 {
+			t.Fatalf("spawned process did not start; log: %s", h.Logs("policy-agent", 500))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b, err := os.ReadFile(filepath.Join(pidDir(dir), "policy-agent.json"))
+	var pf pidFile
+	if err != nil || json.Unmarshal(b, &pf) != nil || pf.PID != cmd.Process.Pid || pf.Start == "" || pf.Signal != syscall.SIGINT {
+		t.Fatalf("pid file = %s, %v; want pid %d, its start time, SIGINT", b, err, cmd.Process.Pid)
+	}
+	if err := stopPidFiles(dir, 5*time.Second, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	if got := readSignal(t, out); got.sig != "interrupt" {
+		t.Errorf("spawned policy agent got %q, want interrupt", got.sig)
+	}
+}
