@@ -32,8 +32,20 @@
 //     on-disk paths are cleaned (the reboot reset the kernel state).
 //   - All traffic stays on this machine: the guard table ([GuardTable])
 //     drops every packet forwarded out of the default-route interface and
-//     host output to the pod and service CIDRs through it. It is installed
-//     before the bridge exists.
+//     host output to the pod and service CIDRs through it. Up first proves
+//     the ruleset on this kernel with [VerifyGuard] (throwaway network
+//     namespaces, a canary that must get through without it, the same
+//     probes that must not with it) and installs it before the bridge
+//     exists. While the node is up it also drops other forwarding out of
+//     that interface on this machine.
+//   - The harness starts the kubelet, kube-proxy, the scheduler, the
+//     policy agent and the API forwarder with [Host.Spawn], which records
+//     a pid file; the processes outlive a crash of the harness on purpose
+//     and are stopped by [Host.Down] or the next [Teardown].
+//   - Tables, ipsets, netns and links created by anything else while the
+//     node is up are deleted by Teardown as if the node had made them
+//     (only the bridge and veth* links): one node per machine, and
+//     nothing else changing netfilter meanwhile.
 //
 // Everything here needs Linux and root except [Check], the config
 // renderers and the image builder in test/e2e/images; the manual command

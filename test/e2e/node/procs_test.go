@@ -187,3 +187,31 @@ func TestSpawnThenStop(t *testing.T) {
 		t.Errorf("spawned policy agent got %q, want interrupt", got.sig)
 	}
 }
+
+// A state file from an earlier boot names pids and start times that mean
+// nothing now: the teardown must not signal them, only clean the paths.
+func TestTeardownEarlierBootSignalsNothing(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "node")
+	work := filepath.Join(dir, "work")
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	live, liveOut := startHelper(t, dir, "kubelet", syscall.SIGTERM)
+	st := &state{BootID: "an-earlier-boot", WorkDir: work, Paths: FixedPaths, Cgroups: cgroupDirs(), Netns: netnsNames()}
+	if err := st.save(dir); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	if err := Teardown(context.Background(), dir, &log); err != nil {
+		t.Fatalf("Teardown() = %v\n%s", err, log.String())
+	}
+	if _, err := os.Stat(liveOut); err == nil || procStart(live.Process.Pid) == "" {
+		t.Errorf("Teardown() signalled a pid recorded in an earlier boot; log:\n%s", log.String())
+	}
+	if !strings.Contains(log.String(), "earlier boot") {
+		t.Errorf("Teardown() log = %q, want it to say the state is from an earlier boot", log.String())
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("Teardown() left %s (state file, pid files, work dir): %v", dir, err)
+	}
+}
