@@ -6,10 +6,14 @@
 // accounts), the agent-sandbox CRDs and controller (with extensions), all
 // built from the versions pinned in tools/go.mod.
 //
-// There is no kubelet, so pods never run. The one stand-in is
-// [KubeletStandIn], which only marks pods Running and Ready (a warm-pool
-// Sandbox is adopted by a claim only when its pod is Ready). Nothing else
-// is faked.
+// By default there is no kubelet, so pods never run. The one stand-in is
+// then [KubeletStandIn], which only marks pods Running and Ready (a
+// warm-pool Sandbox is adopted by a claim only when its pod is Ready).
+// Nothing else is faked. With [Options.RealNodes] the stand-in is not
+// started and kube-controller-manager also runs what a real node needs
+// (node lifecycle, endpoint slices, the kube-root-ca.crt publisher); the
+// caller brings up the node and gives pods the API with
+// [ControlPlane.ServePodAPI].
 package controlplane
 
 import (
@@ -45,6 +49,13 @@ type Options struct {
 	Dir string
 	// Progress receives one line per step. Default io.Discard.
 	Progress io.Writer
+	// RealNodes: a real kubelet will register a node and run pods, so no
+	// kubelet stand-in is started and kube-controller-manager also runs
+	// node-lifecycle (without it the not-ready taint the NodeTaint
+	// admission plugin sets is never lifted), endpointslice,
+	// endpointslice-mirroring and root-ca-certificate-publisher (pods'
+	// default token volume needs kube-root-ca.crt). Default false.
+	RealNodes bool
 }
 
 // ControlPlane is a running local control plane.
@@ -69,6 +80,7 @@ type ControlPlane struct {
 	stopOnce  sync.Once
 	cancel    context.CancelFunc
 	kubelet   *KubeletStandIn
+	podAPI    *podAPI
 }
 
 // Start builds (or takes from the cache) the binaries and starts the
@@ -153,13 +165,20 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		return nil, err
 	}
 
-	step("starting kube-controller-manager (garbage collector, namespaces, service accounts)")
-	if err := cp.startProc("kube-controller-manager", bins["kube-controller-manager"],
-		"--kubeconfig="+cp.Kubeconfig, "--authentication-kubeconfig="+cp.Kubeconfig, "--authorization-kubeconfig="+cp.Kubeconfig,
-		"--controllers=garbage-collector-controller,namespace-controller,serviceaccount-controller",
-		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(ports[4]),
+	controllers, what := "garbage-collector-controller,namespace-controller,serviceaccount-controller", "garbage collector, namespaces, service accounts"
+	kcmArgs := []string{}
+	if opts.RealNodes {
+		controllers += ",node-lifecycle-controller,endpointslice-controller,endpointslice-mirroring-controller,root-ca-certificate-publisher-controller"
+		what += ", node lifecycle, endpoint slices, root CA publisher"
+		kcmArgs = append(kcmArgs, "--root-ca-file="+cp.pki.caCert)
+	}
+	step("starting kube-controller-manager (" + what + ")")
+	if err := cp.startProc("kube-controller-manager", bins["kube-controller-manager"], append([]string{
+		"--kubeconfig=" + cp.Kubeconfig, "--authentication-kubeconfig=" + cp.Kubeconfig, "--authorization-kubeconfig=" + cp.Kubeconfig,
+		"--controllers=" + controllers,
+		"--leader-elect=false", "--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(ports[4]),
 		"--use-service-account-credentials=false", "--v=0",
-	); err != nil {
+	}, kcmArgs...)...); err != nil {
 		return nil, err
 	}
 
@@ -175,9 +194,11 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	); err != nil {
 		return nil, err
 	}
-	step("starting kubelet stand-in (marks pods Running and Ready; pods never run)")
-	cp.kubelet = NewKubeletStandIn(cp.Kube)
-	go cp.kubelet.Run(runCtx)
+	if !opts.RealNodes {
+		step("starting kubelet stand-in (marks pods Running and Ready; pods never run)")
+		cp.kubelet = NewKubeletStandIn(cp.Kube)
+		go cp.kubelet.Run(runCtx)
+	}
 	step("ready; admin kubeconfig: " + cp.Kubeconfig)
 	return cp, nil
 }
@@ -188,6 +209,9 @@ func (cp *ControlPlane) Stop() {
 	cp.stopOnce.Do(func() {
 		if cp.cancel != nil {
 			cp.cancel()
+		}
+		if cp.podAPI != nil {
+			cp.podAPI.stop()
 		}
 		for i := len(cp.procs) - 1; i >= 0; i-- {
 			cp.procs[i].stop()

@@ -1,0 +1,112 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// podAPI forwards pods' connections to the loopback-only API server.
+type podAPI struct {
+	ln net.Listener
+}
+
+// ServePodAPI gives pods on a real node the API server, which listens on
+// loopback only. It forwards every TCP connection accepted on addr
+// (host:port on the node's bridge, e.g. "10.244.0.1:6443"; the bridge
+// must exist) to the API server, byte for byte (TLS is end to end), and
+// points Service default/kubernetes at addr with an EndpointSlice (the
+// API server runs with --endpoint-reconciler-type=none, so nothing else
+// does). In-cluster clients then reach the API as 10.0.0.1:443 once
+// kube-proxy has programmed the Service; the serving certificate holds
+// that address. The forwarder stops with [ControlPlane.Stop]. Errors: addr
+// cannot be listened on, or the EndpointSlice cannot be written.
+func (cp *ControlPlane) ServePodAPI(ctx context.Context, addr string) error {
+	if cp.podAPI != nil {
+		return errors.New("controlplane: ServePodAPI called twice")
+	}
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("controlplane: pod API address: %w", err)
+	}
+	port, err := strconv.Atoi(portText)
+	ip := net.ParseIP(host)
+	if err != nil || ip == nil || ip.To4() == nil || ip.IsLoopback() {
+		return fmt.Errorf("controlplane: pod API address %q: want an IPv4 address off loopback and a port", addr)
+	}
+	u, err := url.Parse(cp.Server)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("controlplane: pod API: %w", err)
+	}
+	cp.podAPI = &podAPI{ln: ln}
+	go cp.podAPI.serve(u.Host)
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "kubernetes", Namespace: metav1.NamespaceDefault,
+			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes", discoveryv1.LabelManagedBy: "custody-e2e"},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{ip.String()},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+		}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	slices := cp.Kube.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault)
+	if _, err := slices.Create(ctx, slice, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		old, gerr := slices.Get(ctx, slice.Name, metav1.GetOptions{})
+		if gerr != nil {
+			return fmt.Errorf("controlplane: pod API endpoint slice: %w", gerr)
+		}
+		slice.ResourceVersion = old.ResourceVersion
+		_, err = slices.Update(ctx, slice, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("controlplane: pod API endpoint slice: %w", err)
+	}
+	return nil
+}
+
+func (p *podAPI) serve(target string) {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // closed by stop
+		}
+		go func() {
+			defer c.Close()
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				return
+			}
+			defer up.Close()
+			done := make(chan struct{})
+			go func() {
+				_, _ = io.Copy(up, c)
+				_ = up.(*net.TCPConn).CloseWrite()
+				close(done)
+			}()
+			_, _ = io.Copy(c, up)
+			_ = c.(*net.TCPConn).CloseWrite()
+			<-done
+		}()
+	}
+}
+
+// stop closes the listener; connections in flight end with the API
+// server or the client.
+func (p *podAPI) stop() { _ = p.ln.Close() }
