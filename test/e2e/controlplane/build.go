@@ -142,7 +142,10 @@ func runSteps(ctx context.Context, steps []buildStep, progress io.Writer) (Binar
 		fmt.Fprintf(progress, "[%d/%d] %s: building %s (%s the first time)\n", i+1, len(steps), s.name, s.source, s.hint)
 		start := time.Now()
 		tmp := s.out + ".tmp"
-		err := s.build(ctx, tmp, progress)
+		err := os.MkdirAll(filepath.Dir(s.out), 0o755)
+		if err == nil {
+			err = s.build(ctx, tmp, progress)
+		}
 		if err == nil && s.check != nil {
 			if err = s.check(ctx, tmp); err != nil {
 				err = fmt.Errorf("controlplane: built %s: %w", s.name, err)

@@ -39,14 +39,14 @@ func TestRunSteps(t *testing.T) {
 	}
 	steps := []buildStep{
 		{name: "a", source: "pkg/a", hint: "a moment", out: cached, build: write, check: accept},
-		{name: "b", source: "pkg/b", hint: "a while", out: filepath.Join(dir, "fresh"), build: write, check: accept},
+		{name: "b", source: "pkg/b", hint: "a while", out: filepath.Join(dir, "new", "fresh"), build: write, check: accept},
 	}
 	var progress bytes.Buffer
 	bins, err := runSteps(context.Background(), steps, &progress)
 	if err != nil {
 		t.Fatalf("runSteps = %v", err)
 	}
-	if want := (Binaries{"a": cached, "b": filepath.Join(dir, "fresh")}); !maps.Equal(bins, want) {
+	if want := (Binaries{"a": cached, "b": filepath.Join(dir, "new", "fresh")}); !maps.Equal(bins, want) {
 		t.Errorf("runSteps = %v, want %v", bins, want)
 	}
 	if want := []string{"fresh.tmp"}; !slices.Equal(built, want) {
@@ -60,7 +60,7 @@ func TestRunSteps(t *testing.T) {
 			t.Errorf("progress = %q, want a line %q", progress.String(), line)
 		}
 	}
-	if b, err := os.ReadFile(filepath.Join(dir, "fresh")); err != nil || string(b) != "new" {
+	if b, err := os.ReadFile(filepath.Join(dir, "new", "fresh")); err != nil || string(b) != "new" {
 		t.Errorf("fresh binary = %q, %v; want it renamed into the cache", b, err)
 	}
 }
