@@ -30,6 +30,7 @@ package controlplane
 import (
 	"bytes"
 	"context"
+	"debug/elf"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -92,7 +93,8 @@ const (
 // Each binary is smoke-checked, once built and again whenever it is taken
 // from the cache (a few hundred ms in all): the Kubernetes ones print
 // "Kubernetes ..." for --version, coredns lists exactly [CoreDNSPlugins],
-// and kube-network-policies' help offers --kubeconfig and --nfqueue-compat.
+// and is statically linked, and kube-network-policies' help offers
+// --kubeconfig and --nfqueue-compat.
 // A binary that fails its check is an error and never enters the cache.
 // None is started as a service.
 func BuildNode(ctx context.Context, progress io.Writer) (Binaries, error) {
@@ -118,7 +120,7 @@ func nodeSteps(ctx context.Context, toolsDir string) ([]buildStep, error) {
 	}
 	var steps []buildStep
 	for _, t := range []struct{ name, hint string }{
-		{Kubelet, "about 5 min on 2 cores with the control plane built, 12 min from nothing"},
+		{Kubelet, "about 5 min on 2 cores"},
 		{KubeProxy, "about 1 min"},
 		{KubeScheduler, "about 1 min"},
 	} {
@@ -141,7 +143,12 @@ func nodeSteps(ctx context.Context, toolsDir string) ([]buildStep, error) {
 		build: func(ctx context.Context, tmp string, progress io.Writer) error {
 			return goBuild(ctx, corednsDir, CoreDNS, []string{"CGO_ENABLED=0"}, progress, "-mod=readonly", "-ldflags=-s -w", "-o", tmp, ".")
 		},
-		check: checkCoreDNSPlugins,
+		check: func(ctx context.Context, bin string) error {
+			if err := checkStatic(bin); err != nil {
+				return err
+			}
+			return checkCoreDNSPlugins(ctx, bin)
+		},
 	})
 
 	patch := filepath.Join(toolsDir, knpPatch)
@@ -242,6 +249,22 @@ func checkKubernetesVersion(ctx context.Context, bin string) error {
 	out, err := runBinary(ctx, bin, "--version")
 	if err != nil || !strings.HasPrefix(out, "Kubernetes ") {
 		return fmt.Errorf("%w: %s --version: %v: %q", errSmokeCheck, filepath.Base(bin), err, out)
+	}
+	return nil
+}
+
+// checkStatic accepts an ELF binary with no program interpreter, that is
+// one statically linked (it runs in an image with nothing else in it).
+func checkStatic(bin string) error {
+	f, err := elf.Open(bin)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errSmokeCheck, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%w: %s is dynamically linked", errSmokeCheck, filepath.Base(bin))
+		}
 	}
 	return nil
 }

@@ -152,6 +152,15 @@ const knpHelpOutput = `Usage: kube-network-policies [options]
     	Number of the nfqueue used (default 100)
 `
 
+func TestCheckStaticRefusesADynamicBinary(t *testing.T) {
+	if err := checkStatic("/bin/sh"); !errors.Is(err, errSmokeCheck) {
+		t.Errorf("checkStatic(/bin/sh) = %v, want errSmokeCheck (it has a program interpreter)", err)
+	}
+	if err := checkStatic(filepath.Join(t.TempDir(), "none")); !errors.Is(err, errSmokeCheck) {
+		t.Errorf("checkStatic(missing file) = %v, want errSmokeCheck", err)
+	}
+}
+
 // corednsPluginsOutput is what the built coredns prints for -plugins.
 const corednsPluginsOutput = "cache\nerrors\nhealth\nkubernetes\nlog\nmetadata\nprometheus\nready\ntransfer\n\n"
 
