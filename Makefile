@@ -4,6 +4,7 @@
 #   make test     every test (unit, end-to-end, and the official provider SDKs
 #                 against the gateway), under the race detector
 #   make cluster  run the local control plane in the foreground (Ctrl-C stops)
+#   make node-binaries  build and smoke-check the real node's binaries (cached)
 #   make bench    benchmarks
 
 GO ?= go

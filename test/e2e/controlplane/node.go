@@ -25,7 +25,7 @@ package controlplane
 // the patch with `git apply` (which refuses a patch that does not apply
 // exactly), and builds ./cmd with the module's own go.mod and go.sum
 // (-mod=readonly). Only our patch is in this repository; the patched copy
-// lives in the cache while it builds and is removed afterwards.
+// lives in the cache only while it builds.
 
 import (
 	"bytes"
@@ -167,8 +167,9 @@ func nodeSteps(ctx context.Context, toolsDir string) ([]buildStep, error) {
 	return steps, nil
 }
 
-// buildKNP downloads kube-network-policies, copies it to work/src, applies
-// our patch and builds ./cmd to out. work/src is removed afterwards.
+// buildKNP downloads kube-network-policies, copies it to a new directory
+// work/src-*, applies our patch and builds ./cmd to out. The copy is
+// removed afterwards.
 func buildKNP(ctx context.Context, patch, work, out string, progress io.Writer) error {
 	dl := exec.CommandContext(ctx, "go", "mod", "download", "-json", knpModule+"@"+knpVersion)
 	dl.Dir = work
@@ -187,8 +188,8 @@ func buildKNP(ctx context.Context, patch, work, out string, progress io.Writer) 
 	if mod.Sum != knpSum {
 		return fmt.Errorf("controlplane: %s@%s has hash %s, pinned %s", knpModule, knpVersion, mod.Sum, knpSum)
 	}
-	src := filepath.Join(work, "src")
-	if err := os.RemoveAll(src); err != nil {
+	src, err := os.MkdirTemp(work, "src-")
+	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(src)
