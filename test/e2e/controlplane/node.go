@@ -121,9 +121,9 @@ func nodeSteps(ctx context.Context, toolsDir string) ([]buildStep, error) {
 	}
 	var steps []buildStep
 	for _, t := range []struct{ name, hint string }{
-		{Kubelet, "about 5 min on 2 cores"},
-		{KubeProxy, "about 1 min"},
-		{KubeScheduler, "about 1 min"},
+		{Kubelet, "about 7 min on 2 cores"},
+		{KubeProxy, "under 1 min"},
+		{KubeScheduler, "under 1 min"},
 	} {
 		pkg := "k8s.io/kubernetes/cmd/" + t.name
 		steps = append(steps, buildStep{name: t.name, source: pkg, hint: t.hint, out: filepath.Join(k8sDir, t.name),
@@ -139,7 +139,7 @@ func nodeSteps(ctx context.Context, toolsDir string) ([]buildStep, error) {
 	if err != nil {
 		return nil, err
 	}
-	steps = append(steps, buildStep{name: CoreDNS, source: "tools/coredns (github.com/coredns/coredns, trimmed plugins)", hint: "about 2 min",
+	steps = append(steps, buildStep{name: CoreDNS, source: "tools/coredns (github.com/coredns/coredns, trimmed plugins)", hint: "about 2 min on 2 cores",
 		out: filepath.Join(cache, CoreDNS, key, CoreDNS),
 		build: func(ctx context.Context, tmp string, progress io.Writer) error {
 			return goBuild(ctx, corednsDir, CoreDNS, []string{"CGO_ENABLED=0"}, progress, "-mod=readonly", "-ldflags=-s -w", "-o", tmp, ".")
@@ -158,7 +158,7 @@ func nodeSteps(ctx context.Context, toolsDir string) ([]buildStep, error) {
 		return nil, err
 	}
 	knpOut := filepath.Join(cache, NetworkPolicyAgent, key, NetworkPolicyAgent)
-	steps = append(steps, buildStep{name: NetworkPolicyAgent, source: knpModule + "@" + knpVersion + " + " + knpPatch, hint: "about 5 min",
+	steps = append(steps, buildStep{name: NetworkPolicyAgent, source: knpModule + "@" + knpVersion + " + " + knpPatch, hint: "about 3 min on 2 cores",
 		out: knpOut,
 		build: func(ctx context.Context, tmp string, progress io.Writer) error {
 			return buildKNP(ctx, patch, filepath.Dir(knpOut), tmp, progress)
