@@ -177,7 +177,8 @@ func buildKNP(ctx context.Context, patch, work, out string, progress io.Writer) 
 	dl.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
 	raw, err := dl.Output()
 	if err != nil {
-		return fmt.Errorf("controlplane: download %s@%s: %w", knpModule, knpVersion, err)
+		// The go command reports a failed download in the JSON's Error.
+		return fmt.Errorf("controlplane: download %s@%s: %w\n%s", knpModule, knpVersion, err, raw)
 	}
 	var mod struct{ Dir, Sum, Error string }
 	if err := json.Unmarshal(raw, &mod); err != nil {
