@@ -4,12 +4,13 @@
 #   make test     every test (unit, end-to-end, and the official provider SDKs
 #                 against the gateway), under the race detector
 #   make cluster  run the local control plane in the foreground (Ctrl-C stops)
+#   make node-binaries  build and smoke-check the real node's binaries (cached)
 #   make bench    benchmarks
 
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: demo test cluster bench build vet controlplane sdk-deps
+.PHONY: demo test cluster bench build vet controlplane node-binaries sdk-deps
 
 build:
 	$(GO) build -o bin/custody ./cmd/custody
@@ -30,6 +31,13 @@ test/sdk/node/node_modules/.package-lock.json: test/sdk/node/package-lock.json
 # kube-controller-manager, the agent-sandbox controller and sandboxd.
 controlplane:
 	$(GO) run ./test/e2e/cmd/controlplane-build
+
+# Builds (or reuses from the cache) and smoke-checks the real node's
+# binaries: kubelet, kube-proxy, kube-scheduler, CoreDNS (trimmed plugin
+# set) and kube-network-policies with tools/knp/compat-queue.patch.
+# Not yet part of test or demo.
+node-binaries:
+	$(GO) run ./test/e2e/cmd/controlplane-build -node
 
 test: vet controlplane sdk-deps
 	$(GO) test -race -count=1 -timeout 30m ./...

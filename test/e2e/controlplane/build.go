@@ -75,53 +75,105 @@ func CacheDir() (string, error) {
 // tools/go.sum and the Go version, so a version bump builds afresh. A nil
 // progress writer discards progress.
 func Build(ctx context.Context, progress io.Writer) (Binaries, error) {
-	if progress == nil {
-		progress = io.Discard
-	}
 	toolsDir, err := ToolsDir()
 	if err != nil {
 		return nil, err
 	}
+	dir, err := toolsCacheDir(ctx, toolsDir)
+	if err != nil {
+		return nil, err
+	}
+	steps := make([]buildStep, len(Tools))
+	for i, t := range Tools {
+		steps[i] = buildStep{name: t.Name, source: t.Package, hint: t.Hint, out: filepath.Join(dir, t.Name),
+			build: func(ctx context.Context, tmp string, progress io.Writer) error {
+				return goBuild(ctx, toolsDir, t.Name, nil, progress, "-o", tmp, t.Package)
+			}}
+	}
+	return runSteps(ctx, steps, progress)
+}
+
+// toolsCacheDir returns (and creates) the cache directory of binaries built
+// from the tools module: <CacheDir>/<go version>-<key of tools/go.mod and
+// tools/go.sum>.
+func toolsCacheDir(ctx context.Context, toolsDir string) (string, error) {
 	cache, err := CacheDir()
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	key, err := buildKey(ctx, toolsDir)
+	key, err := buildKey(ctx, "", filepath.Join(toolsDir, "go.mod"), filepath.Join(toolsDir, "go.sum"))
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	dir := filepath.Join(cache, key)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+	return dir, os.MkdirAll(dir, 0o755)
+}
+
+// buildStep is one binary to build into the cache.
+type buildStep struct {
+	name, source, hint string
+	// out is the binary's path in the cache; a file there counts as built.
+	out string
+	// build writes the binary to tmp (renamed to out when it succeeds).
+	build func(ctx context.Context, tmp string, progress io.Writer) error
+	// check, if set, must accept the built binary before it enters the
+	// cache, and a cached one before it is returned.
+	check func(ctx context.Context, bin string) error
+}
+
+// runSteps builds each step whose binary is not cached, in order, with one
+// "[i/n] name: ..." progress line per step, and returns name -> path.
+func runSteps(ctx context.Context, steps []buildStep, progress io.Writer) (Binaries, error) {
+	if progress == nil {
+		progress = io.Discard
 	}
 	bins := Binaries{}
-	for i, t := range Tools {
-		out := filepath.Join(dir, t.Name)
-		bins[t.Name] = out
-		if _, err := os.Stat(out); err == nil {
-			fmt.Fprintf(progress, "[%d/%d] %s: cached\n", i+1, len(Tools), t.Name)
+	for i, s := range steps {
+		bins[s.name] = s.out
+		if _, err := os.Stat(s.out); err == nil {
+			if s.check != nil {
+				if err := s.check(ctx, s.out); err != nil {
+					return nil, fmt.Errorf("controlplane: cached %s (%s): %w", s.name, s.out, err)
+				}
+			}
+			fmt.Fprintf(progress, "[%d/%d] %s: cached\n", i+1, len(steps), s.name)
 			continue
 		}
-		fmt.Fprintf(progress, "[%d/%d] %s: building %s (%s the first time)\n", i+1, len(Tools), t.Name, t.Package, t.Hint)
+		fmt.Fprintf(progress, "[%d/%d] %s: building %s (%s the first time)\n", i+1, len(steps), s.name, s.source, s.hint)
 		start := time.Now()
-		if err := buildOne(ctx, toolsDir, t, out, progress); err != nil {
+		tmp := s.out + ".tmp"
+		err := os.MkdirAll(filepath.Dir(s.out), 0o755)
+		if err == nil {
+			err = s.build(ctx, tmp, progress)
+		}
+		if err == nil && s.check != nil {
+			if err = s.check(ctx, tmp); err != nil {
+				err = fmt.Errorf("controlplane: built %s: %w", s.name, err)
+			}
+		}
+		if err == nil {
+			err = os.Rename(tmp, s.out)
+		}
+		if err != nil {
+			os.Remove(tmp)
 			return nil, err
 		}
-		fmt.Fprintf(progress, "[%d/%d] %s: built in %s\n", i+1, len(Tools), t.Name, time.Since(start).Round(time.Second))
+		fmt.Fprintf(progress, "[%d/%d] %s: built in %s\n", i+1, len(steps), s.name, time.Since(start).Round(time.Second))
 	}
 	return bins, nil
 }
 
-func buildOne(ctx context.Context, toolsDir string, t Tool, out string, progress io.Writer) error {
-	tmp := out + ".tmp"
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", tmp, t.Package)
-	cmd.Dir = toolsDir
-	cmd.Env = append(os.Environ(), "GOWORK=off")
+// goBuild runs `go <args>` (a go build) in dir with GOWORK=off and env
+// added, writing "still building" to progress every 30 s.
+func goBuild(ctx context.Context, dir, name string, env []string, progress io.Writer, args ...string) error {
+	cmd := exec.CommandContext(ctx, "go", append([]string{"build"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), "GOWORK=off"), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	cmd.Stdout = &stderr
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("controlplane: build %s: %w", t.Name, err)
+		return fmt.Errorf("controlplane: build %s: %w", name, err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -132,25 +184,27 @@ func buildOne(ctx context.Context, toolsDir string, t Tool, out string, progress
 		select {
 		case err := <-done:
 			if err != nil {
-				os.Remove(tmp)
-				return fmt.Errorf("controlplane: build %s: %w\n%s", t.Name, err, stderr.String())
+				return fmt.Errorf("controlplane: build %s: %w\n%s", name, err, stderr.String())
 			}
-			return os.Rename(tmp, out)
+			return nil
 		case <-tick.C:
-			fmt.Fprintf(progress, "      %s: still building (%s)\n", t.Name, time.Since(start).Round(time.Second))
+			fmt.Fprintf(progress, "      %s: still building (%s)\n", name, time.Since(start).Round(time.Second))
 		}
 	}
 }
 
-func buildKey(ctx context.Context, toolsDir string) (string, error) {
+// buildKey is "<go version>-<first 16 hex digits of SHA-256>" over the
+// contents of files, in order, then pin, then the Go version.
+func buildKey(ctx context.Context, pin string, files ...string) (string, error) {
 	h := sha256.New()
-	for _, f := range []string{"go.mod", "go.sum"} {
-		b, err := os.ReadFile(filepath.Join(toolsDir, f))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
 		if err != nil {
 			return "", fmt.Errorf("controlplane: %w", err)
 		}
 		h.Write(b)
 	}
+	h.Write([]byte(pin))
 	v, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
 	if err != nil {
 		return "", fmt.Errorf("controlplane: go env GOVERSION: %w", err)
