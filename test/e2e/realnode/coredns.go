@@ -3,7 +3,6 @@ package realnode
 import (
 	"context"
 	"fmt"
-	"net"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,33 +90,36 @@ func (c *Cluster) startDNS(ctx context.Context) error {
 	return c.waitDNS(ctx, 60*time.Second)
 }
 
-// waitDNS polls a lookup of kubernetes.default.svc.cluster.local from the
-// host through DNSServiceIP (kube-proxy DNATs it to the CoreDNS pod on
-// cni0) until it returns an address.
+// waitDNS runs a netprobe pod in kube-system that looks up
+// kubernetes.default.svc.cluster.local through the pod's resolv.conf
+// (nameserver DNSServiceIP, which kube-proxy DNATs to the CoreDNS pod on
+// cni0) every 300 ms until it answers or timeout, and returns its
+// observation. The lookup runs in a pod because the guard table drops host
+// output to the service CIDR (it is routed to eth0 before any DNAT).
 func (c *Cluster) waitDNS(ctx context.Context, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, net.JoinHostPort(DNSServiceIP, "53"))
-	}}
+	pods := c.CP.Kube.CoreV1().Pods(metav1.NamespaceSystem)
 	name := "kubernetes.default.svc." + ClusterDomain
-	var last error
-	for {
-		lctx, lcancel := context.WithTimeout(ctx, 2*time.Second)
-		addrs, err := r.LookupHost(lctx, name)
-		lcancel()
-		if err == nil && len(addrs) > 0 {
-			fmt.Fprintf(c.progress, "realnode: %s -> %v\n", name, addrs)
-			return nil
-		}
-		last = err
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("realnode: no DNS answer through %s in %s (last: %v); kube-proxy log:\n%s", DNSServiceIP, timeout, last, c.Host.Logs("kube-proxy", 2000))
-		case <-time.After(300 * time.Millisecond):
-		}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "dns-check", Namespace: metav1.NamespaceSystem}, Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever, TerminationGracePeriodSeconds: new(int64),
+		Containers: []corev1.Container{{Name: "netprobe", Image: NetprobeImage, ImagePullPolicy: corev1.PullNever,
+			Args: []string{"lookup", name, timeout.String()}}},
+	}}
+	if _, err := pods.Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("realnode: dns-check pod: %w", err)
 	}
+	defer func() {
+		_ = pods.Delete(context.WithoutCancel(ctx), p.Name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	}()
+	done, err := WaitPod(ctx, c.CP.Kube, p.Namespace, p.Name, timeout+30*time.Second, Finished)
+	if err != nil {
+		return fmt.Errorf("realnode: %w; kube-proxy log:\n%s", err, c.Host.Logs("kube-proxy", 2000))
+	}
+	msg := TerminationMessage(done)
+	if done.Status.Phase != corev1.PodSucceeded {
+		return fmt.Errorf("realnode: no DNS answer through %s: %s; kube-proxy log:\n%s", DNSServiceIP, msg, c.Host.Logs("kube-proxy", 2000))
+	}
+	fmt.Fprintf(c.progress, "realnode: from a pod: %s\n", msg)
+	return nil
 }
 
 func ignoreExists(err error) error {

@@ -8,7 +8,7 @@
 //
 // [Start] does, in order, and on any error undoes what it did:
 //
-//  1. builds the pause and netprobe images from this module
+//  1. builds the pause and netprobe images ([PauseImage], [NetprobeImage]) from this module
 //     (test/e2e/cmd/pause, test/e2e/cmd/netprobe) with [images.GoBuild];
 //  2. [node.Up] (which runs the idempotent [node.Teardown] first): guard
 //     table, cni0 10.244.0.1/24, containerd, the pause image;
@@ -26,10 +26,11 @@
 //  6. CoreDNS as a pod (image built from the BuildNode binary, imported),
 //     ServiceAccount, RBAC, the Corefile ConfigMap (kubernetes plugin for
 //     cluster.local, no forward: nothing leaves the machine) and Service
-//     kube-dns at [DNSServiceIP]; then polls a lookup of
-//     kubernetes.default.svc.cluster.local against the Service IP from the
-//     host until it answers (a Ready CoreDNS pod does not mean kube-proxy
-//     has programmed the Service yet);
+//     kube-dns at [DNSServiceIP]; then a netprobe pod polls a lookup of
+//     kubernetes.default.svc.cluster.local through its resolv.conf (the
+//     Service IP) until it answers (a Ready CoreDNS pod does not mean
+//     kube-proxy has programmed the Service yet; the host cannot ask,
+//     the guard table drops host output to the service CIDR);
 //  7. the policy agent kube-network-policies (--kubeconfig, --nfqueue-compat,
 //     --disable-nri, metrics 127.0.0.1:9080), stopped with SIGINT, the only
 //     signal on which it removes its nft table.

@@ -1,17 +1,19 @@
 // Command netprobe is the real node's network test image: one static
-// binary with two modes.
+// binary with three modes.
 //
 //	netprobe serve ADDR          # accept TCP on ADDR (e.g. :8080), write "ok\n", close
 //	netprobe dial ADDR TIMEOUT   # connect to ADDR within TIMEOUT (e.g. 2s) and read "ok"
+//	netprobe lookup NAME TIMEOUT # resolve NAME (the pod's resolv.conf) every 300 ms until it answers or TIMEOUT
 //
-// dial exits 0 when it read "ok", 1 otherwise, and writes what it
-// observed ("connected to ... read ok" or the dial error) to stdout and to
-// /dev/termination-log when that exists, so the harness reads the result
+// dial exits 0 when it read "ok" and lookup when NAME resolved, 1 otherwise;
+// both write what they observed ("connected to ... read ok", the addresses,
+// or the error) to stdout and to /dev/termination-log when that exists, so the harness reads the result
 // from the pod status without the kubelet's log API.
 package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -23,18 +25,22 @@ func main() {
 	if len(os.Args) >= 3 && os.Args[1] == "serve" {
 		os.Exit(serve(os.Args[2]))
 	}
-	if len(os.Args) >= 4 && os.Args[1] == "dial" {
+	if len(os.Args) >= 4 && (os.Args[1] == "dial" || os.Args[1] == "lookup") {
 		d, err := time.ParseDuration(os.Args[3])
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "netprobe:", err)
 			os.Exit(2)
 		}
-		msg, code := dial(os.Args[2], d)
+		f := dial
+		if os.Args[1] == "lookup" {
+			f = lookup
+		}
+		msg, code := f(os.Args[2], d)
 		fmt.Println(msg)
 		_ = os.WriteFile("/dev/termination-log", []byte(msg), 0o644)
 		os.Exit(code)
 	}
-	fmt.Fprintln(os.Stderr, "usage: netprobe serve ADDR | netprobe dial ADDR TIMEOUT")
+	fmt.Fprintln(os.Stderr, "usage: netprobe serve ADDR | netprobe dial ADDR TIMEOUT | netprobe lookup NAME TIMEOUT")
 	os.Exit(2)
 }
 
@@ -71,4 +77,20 @@ func dial(addr string, timeout time.Duration) (string, int) {
 		return fmt.Sprintf("connected to %s but read %q (%v)", addr, line, err), 1
 	}
 	return fmt.Sprintf("connected to %s in %s, read ok", addr, time.Since(start).Round(time.Millisecond)), 0
+}
+
+func lookup(name string, timeout time.Duration) (string, int) {
+	start := time.Now()
+	var last error
+	for try := 1; time.Since(start) < timeout; try++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		addrs, err := net.DefaultResolver.LookupHost(ctx, name)
+		cancel()
+		if err == nil && len(addrs) > 0 {
+			return fmt.Sprintf("%s -> %v after %s, try %d", name, addrs, time.Since(start).Round(time.Millisecond), try), 0
+		}
+		last = err
+		time.Sleep(300 * time.Millisecond)
+	}
+	return fmt.Sprintf("%s: no answer in %s: %v", name, timeout, last), 1
 }

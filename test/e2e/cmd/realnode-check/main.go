@@ -73,7 +73,7 @@ func check(ctx context.Context, kube kubernetes.Interface) error {
 	if _, err := kube.CoreV1().Pods(ns).Create(ctx, srv, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	p, err := waitPod(ctx, kube, "server", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" })
+	p, err := realnode.WaitPod(ctx, kube, ns, "server", 60*time.Second, realnode.Running)
 	if err != nil {
 		return err
 	}
@@ -112,17 +112,12 @@ func probe(ctx context.Context, kube kubernetes.Interface, name string, labels m
 	if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod(name, labels, corev1.RestartPolicyNever, "dial", target, "2s"), metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	p, err := waitPod(ctx, kube, name, func(p *corev1.Pod) bool {
-		return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
-	})
+	p, err := realnode.WaitPod(ctx, kube, ns, name, 60*time.Second, realnode.Finished)
 	if err != nil {
 		return err
 	}
 	got := p.Status.Phase == corev1.PodSucceeded
-	msg := ""
-	if cs := p.Status.ContainerStatuses; len(cs) > 0 && cs[0].State.Terminated != nil {
-		msg = cs[0].State.Terminated.Message
-	}
+	msg := realnode.TerminationMessage(p)
 	verdict := "ok"
 	if got != want {
 		verdict = "UNEXPECTED"
@@ -141,22 +136,6 @@ func pod(name string, labels map[string]string, restart corev1.RestartPolicy, ar
 		TerminationGracePeriodSeconds: new(int64),
 		Containers:                    []corev1.Container{{Name: "netprobe", Image: realnode.NetprobeImage, ImagePullPolicy: corev1.PullNever, Args: args}},
 	}}
-}
-
-func waitPod(ctx context.Context, kube kubernetes.Interface, name string, done func(*corev1.Pod) bool) (*corev1.Pod, error) {
-	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	for {
-		p, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err == nil && done(p) {
-			return p, nil
-		}
-		select {
-		case <-ctx.Done():
-			return p, fmt.Errorf("pod %s: %w (status %+v)", name, ctx.Err(), p.Status)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // waitSA waits for the namespace's default ServiceAccount (pods are
