@@ -33,6 +33,13 @@ import (
 
 const ns = "realnode-check"
 
+// probeTimeout is each dial's limit. A new pod's first SYN may be dropped
+// while the policy agent has not yet learnt its IP (no NRI on containerd
+// 1.6; issues.k8s.io/85966): an allowed probe was seen connecting after
+// 1.03 s, on the SYN retransmitted at 1 s. 4 s covers the retransmits at
+// 1 s and 3 s.
+const probeTimeout = "4s"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -78,6 +85,10 @@ func check(ctx context.Context, kube kubernetes.Interface) error {
 		return err
 	}
 	fmt.Printf("time: pod create -> Running %s; pod server Running on %s, IP %s, image %s\n", time.Since(start).Round(time.Millisecond), p.Spec.NodeName, p.Status.PodIP, p.Spec.Containers[0].Image)
+	if _, err := realnode.WaitPod(ctx, kube, ns, "server", 60*time.Second, ready); err != nil {
+		return err
+	}
+	fmt.Printf("time: pod create -> Ready %s\n", time.Since(start).Round(time.Millisecond))
 	target := p.Status.PodIP + ":8080"
 
 	if err := probe(ctx, kube, "canary", nil, target, true); err != nil {
@@ -109,7 +120,7 @@ func check(ctx context.Context, kube kubernetes.Interface) error {
 // probe runs one netprobe dial pod and checks its outcome.
 func probe(ctx context.Context, kube kubernetes.Interface, name string, labels map[string]string, target string, want bool) error {
 	start := time.Now()
-	if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod(name, labels, corev1.RestartPolicyNever, "dial", target, "2s"), metav1.CreateOptions{}); err != nil {
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod(name, labels, corev1.RestartPolicyNever, "dial", target, probeTimeout), metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	p, err := realnode.WaitPod(ctx, kube, ns, name, 60*time.Second, realnode.Finished)
@@ -136,6 +147,15 @@ func pod(name string, labels map[string]string, restart corev1.RestartPolicy, ar
 		TerminationGracePeriodSeconds: new(int64),
 		Containers:                    []corev1.Container{{Name: "netprobe", Image: realnode.NetprobeImage, ImagePullPolicy: corev1.PullNever, Args: args}},
 	}}
+}
+
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // waitSA waits for the namespace's default ServiceAccount (pods are
