@@ -35,9 +35,12 @@
 //     --disable-nri, metrics 127.0.0.1:9080), stopped with SIGINT, the only
 //     signal on which it removes its nft table.
 //
-// [Cluster.Stop] deletes every pod through the API (so CNI DEL and the
+// [Cluster.Stop] deletes every pod through the API with a 1 s grace period
+// and waits up to 30 s for the kubelet to confirm (so CNI DEL and the
 // unmounts run), then [node.Host.Down] (policy agent first, then the rest
 // by pid file, shims, tables, sysctls, paths), then stops the control
-// plane. All traffic stays on this machine: every address used is
+// plane. A crashed run leaves the node processes running on purpose (the
+// control plane dies with its parent); the next Start's [node.Up] tears
+// them down first. All traffic stays on this machine: every address used is
 // loopback, cni0's 10.244.0.0/24 or a Service IP kube-proxy DNATs there.
 package realnode
