@@ -7,7 +7,9 @@
 //
 // In namespace realnode-check it starts a server pod (netprobe serve :8080)
 // and, each as a pod of its own that dials the server's pod IP on cni0:
-// a canary with no policy (must connect), then under a NetworkPolicy
+// a canary with no policy (must connect), the same through Service
+// "server" by its DNS name (CoreDNS + kube-proxy; up to 3 tries, as a new
+// Service is programmed asynchronously), then under a NetworkPolicy
 // that admits only pods labelled role=allowed, an allowed probe (must
 // connect) and a denied probe (must not), then the policy deleted and the
 // denied probe again (must connect: the policy caused the block). Every
@@ -93,6 +95,26 @@ func check(ctx context.Context, kube kubernetes.Interface) error {
 
 	if err := probe(ctx, kube, "canary", nil, target, true); err != nil {
 		return err
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "server", Namespace: ns}, Spec: corev1.ServiceSpec{
+		Selector: map[string]string{"app": "server"},
+		Ports:    []corev1.ServicePort{{Port: 8080, TargetPort: intstrPort(8080)}},
+	}}
+	if svc, err = kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	fmt.Printf("service server: ClusterIP %s\n", svc.Spec.ClusterIP)
+	// By name: CoreDNS answers, kube-proxy DNATs the ClusterIP to the pod.
+	// A new Service is programmed asynchronously; retry on a miss.
+	byName := "server." + ns + ".svc.cluster.local:8080"
+	for try := 1; ; try++ {
+		err := probe(ctx, kube, fmt.Sprintf("by-service-%d", try), nil, byName, true)
+		if err == nil {
+			break
+		}
+		if try == 3 {
+			return err
+		}
 	}
 	np := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "server-only-allowed", Namespace: ns}, Spec: networkingv1.NetworkPolicySpec{
 		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "server"}},
