@@ -91,6 +91,13 @@ func check(ctx context.Context, kube kubernetes.Interface) error {
 		return err
 	}
 	fmt.Printf("time: pod create -> Ready %s\n", time.Since(start).Round(time.Millisecond))
+	// Logs go API server -> kubelet on 127.0.0.1:10250 (node address
+	// Hostname "vm" resolves to loopback here).
+	logs, err := kube.CoreV1().Pods(ns).GetLogs("server", &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("server logs through the API: %w", err)
+	}
+	fmt.Printf("server logs through the API: %q\n", logs)
 	target := p.Status.PodIP + ":8080"
 
 	if err := probe(ctx, kube, "canary", nil, target, true); err != nil {
