@@ -257,9 +257,6 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		err = g.checkMinted(r.Context(), claims)
 	}
 	if err != nil {
-		if errors.Is(err, ErrTokenUnchecked) {
-			w.Header().Set("Retry-After", g.retryAfter())
-		}
 		g.refuse(w, r, name, "", err)
 		return
 	}
@@ -275,7 +272,6 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 	e := g.inflight.add(jti, cancel)
 	defer g.inflight.remove(jti, e)
 	if g.stale() {
-		w.Header().Set("Retry-After", g.retryAfter())
 		g.refuse(w, r, name, jti, ErrRevocationStale)
 		return
 	}

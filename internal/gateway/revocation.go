@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 )
@@ -297,10 +296,4 @@ func (g *Gateway) prune(ctx context.Context, now time.Time) {
 	if n > 0 {
 		g.log.DebugContext(ctx, "pruned expired gateway tokens", "rows", n)
 	}
-}
-
-// retryAfter is the Retry-After value, in whole seconds, of a refusal for
-// a stale view: the next poll may make it current.
-func (g *Gateway) retryAfter() string {
-	return strconv.Itoa(int(max(time.Second, g.poll.Round(time.Second)) / time.Second))
 }
