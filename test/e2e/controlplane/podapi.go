@@ -53,7 +53,7 @@ func (cp *ControlPlane) ServePodAPI(ctx context.Context, addr string) error {
 		return fmt.Errorf("controlplane: pod API: %w", err)
 	}
 	cp.podAPI = &podAPI{ln: ln}
-	go cp.podAPI.serve(u.Host)
+	ForwardTCP(ln, u.Host)
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "kubernetes", Namespace: metav1.NamespaceDefault,
@@ -81,30 +81,37 @@ func (cp *ControlPlane) ServePodAPI(ctx context.Context, addr string) error {
 	return nil
 }
 
-func (p *podAPI) serve(target string) {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return // closed by stop
-		}
-		go func() {
-			defer c.Close()
-			up, err := net.Dial("tcp", target)
+// ForwardTCP accepts TCP connections on ln and copies each, byte for
+// byte in both directions, to a new connection to target (host:port),
+// until ln is closed. Half-closes are passed on. It returns at once.
+func ForwardTCP(ln net.Listener, target string) {
+	go func() {
+		for {
+			c, err := ln.Accept()
 			if err != nil {
-				return
+				return // ln closed
 			}
-			defer up.Close()
-			done := make(chan struct{})
-			go func() {
-				_, _ = io.Copy(up, c)
-				_ = up.(*net.TCPConn).CloseWrite()
-				close(done)
-			}()
-			_, _ = io.Copy(c, up)
-			_ = c.(*net.TCPConn).CloseWrite()
-			<-done
-		}()
+			go forwardConn(c, target)
+		}
+	}()
+}
+
+func forwardConn(c net.Conn, target string) {
+	defer c.Close()
+	up, err := net.Dial("tcp", target)
+	if err != nil {
+		return
 	}
+	defer up.Close()
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(up, c)
+		_ = up.(*net.TCPConn).CloseWrite()
+		close(done)
+	}()
+	_, _ = io.Copy(c, up)
+	_ = c.(*net.TCPConn).CloseWrite()
+	<-done
 }
 
 // stop closes the listener; connections in flight end with the API

@@ -54,3 +54,13 @@ func TerminationMessage(p *corev1.Pod) string {
 	}
 	return ""
 }
+
+// Ready reports a pod whose Ready condition is True.
+func Ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

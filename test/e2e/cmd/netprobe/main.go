@@ -4,6 +4,7 @@
 //	netprobe serve ADDR          # accept TCP on ADDR (e.g. :8080), write "ok\n", close
 //	netprobe dial ADDR TIMEOUT   # connect to ADDR within TIMEOUT (e.g. 2s) and read "ok"
 //	netprobe lookup NAME TIMEOUT # resolve NAME (the pod's resolv.conf) every 300 ms until it answers or TIMEOUT
+//	netprobe connect TIMEOUT ADDR...  # a TCP handshake with each ADDR, in parallel
 //
 // dial exits 0 when it read "ok" and lookup when NAME resolved, 1 otherwise;
 // both write what they observed ("connected to ... read ok", the addresses,
@@ -40,7 +41,18 @@ func main() {
 		_ = os.WriteFile("/dev/termination-log", []byte(msg), 0o644)
 		os.Exit(code)
 	}
-	fmt.Fprintln(os.Stderr, "usage: netprobe serve ADDR | netprobe dial ADDR TIMEOUT | netprobe lookup NAME TIMEOUT")
+	if len(os.Args) >= 4 && os.Args[1] == "connect" {
+		d, err := time.ParseDuration(os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "netprobe:", err)
+			os.Exit(2)
+		}
+		msg := connectAll(os.Args[3:], d)
+		fmt.Print(msg)
+		_ = os.WriteFile("/dev/termination-log", []byte(msg), 0o644)
+		os.Exit(0)
+	}
+	fmt.Fprintln(os.Stderr, "usage: netprobe serve ADDR | netprobe dial ADDR TIMEOUT | netprobe lookup NAME TIMEOUT | netprobe connect TIMEOUT ADDR...")
 	os.Exit(2)
 }
 

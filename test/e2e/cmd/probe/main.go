@@ -4,6 +4,14 @@
 // environment (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL). It prints
 // "STATUS BODY". With -copy-token-to it also writes its key to a file,
 // playing a process that leaks its credential.
+//
+// With -exchange-every D it is instead the sandbox's long-running agent
+// process (the container of deploy/base/sandbox/sandboxtemplate.yaml on
+// the real node): every D it reads the projected token at
+// $CUSTODY_TOKEN_FILE, exchanges it at $CUSTODY_URL/v1/auth/kubernetes and
+// prints a line whenever the outcome changes, e.g.
+// "exchange 401 warm_pool" then "exchange 200 agents/run-1". It never
+// prints the key it gets.
 package main
 
 import (
@@ -18,7 +26,12 @@ import (
 
 func main() {
 	copyTo := flag.String("copy-token-to", "", "write the token found in ANTHROPIC_API_KEY to this file")
+	every := flag.Duration("exchange-every", 0, "run as the sandbox's agent: exchange the projected token this often, forever")
 	flag.Parse()
+	if *every > 0 {
+		exchangeLoop(os.Getenv("CUSTODY_URL"), os.Getenv("CUSTODY_TOKEN_FILE"), *every)
+		return
+	}
 	key, base := os.Getenv("ANTHROPIC_API_KEY"), os.Getenv("ANTHROPIC_BASE_URL")
 	if key == "" || base == "" {
 		fmt.Fprintln(os.Stderr, "probe: ANTHROPIC_API_KEY and ANTHROPIC_BASE_URL must be set")

@@ -87,7 +87,7 @@ func check(ctx context.Context, kube kubernetes.Interface) error {
 		return err
 	}
 	fmt.Printf("time: pod create -> Running %s; pod server Running on %s, IP %s, image %s\n", time.Since(start).Round(time.Millisecond), p.Spec.NodeName, p.Status.PodIP, p.Spec.Containers[0].Image)
-	if _, err := realnode.WaitPod(ctx, kube, ns, "server", 60*time.Second, ready); err != nil {
+	if _, err := realnode.WaitPod(ctx, kube, ns, "server", 60*time.Second, realnode.Ready); err != nil {
 		return err
 	}
 	fmt.Printf("time: pod create -> Ready %s\n", time.Since(start).Round(time.Millisecond))
@@ -176,15 +176,6 @@ func pod(name string, labels map[string]string, restart corev1.RestartPolicy, ar
 		TerminationGracePeriodSeconds: new(int64),
 		Containers:                    []corev1.Container{{Name: "netprobe", Image: realnode.NetprobeImage, ImagePullPolicy: corev1.PullNever, Args: args}},
 	}}
-}
-
-func ready(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // waitSA waits for the namespace's default ServiceAccount (pods are

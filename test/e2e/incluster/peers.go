@@ -1,0 +1,120 @@
+package incluster
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	"github.com/agentcustody/custody/test/e2e/fixture"
+	"github.com/agentcustody/custody/test/e2e/node"
+	"github.com/agentcustody/custody/test/e2e/realnode"
+)
+
+// peers starts the provider stand-in and the other namespace's server,
+// each a pod with a Service, and waits until both run.
+func (d *Deployment) peers(ctx context.Context, env *fixture.Env) error {
+	kube := d.cluster.CP.Kube
+	for _, ns := range []string{StoreNS, ProviderNS, OtherNS} {
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("incluster: namespace %s: %w", ns, err)
+		}
+	}
+	if err := waitDefaultSA(ctx, env, ProviderNS, OtherNS); err != nil {
+		return err
+	}
+	provider, err := d.serverPod(ctx, ProviderNS, "provider", ProviderImage, []string{fmt.Sprintf(":%d", providerPort)})
+	if err != nil {
+		return err
+	}
+	other, err := d.serverPod(ctx, OtherNS, "server", realnode.NetprobeImage, []string{"serve", fmt.Sprintf(":%d", providerPort)})
+	if err != nil {
+		return err
+	}
+	d.ProviderIP, d.OtherIP = provider.Status.PodIP, other.Status.PodIP
+	d.ProviderURL = fmt.Sprintf("http://provider.%s.svc.cluster.local:%d", ProviderNS, providerPort)
+	d.step("peers: provider stand-in pod %s (Service %s), namespace %s server pod %s", d.ProviderIP, d.ProviderURL, OtherNS, d.OtherIP)
+	return nil
+}
+
+// serverPod creates pod name (label app=name) and its Service on
+// providerPort, and waits until the pod is Ready.
+func (d *Deployment) serverPod(ctx context.Context, ns, name, image string, args []string) (*corev1.Pod, error) {
+	kube := d.cluster.CP.Kube
+	lbl := map[string]string{"app": name}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl}, Spec: corev1.PodSpec{
+		TerminationGracePeriodSeconds: new(int64),
+		AutomountServiceAccountToken:  ptr.To(false),
+		Containers: []corev1.Container{{
+			Name: name, Image: image, ImagePullPolicy: corev1.PullNever, Args: args,
+			ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{
+				TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(providerPort)}}},
+		}},
+	}}
+	if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("incluster: pod %s/%s: %w", ns, name, err)
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.ServiceSpec{
+		Selector: lbl,
+		Ports:    []corev1.ServicePort{{Port: providerPort, TargetPort: intstr.FromInt32(providerPort)}},
+	}}
+	if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return nil, fmt.Errorf("incluster: service %s/%s: %w", ns, name, err)
+	}
+	return realnode.WaitPod(ctx, kube, ns, name, 60*time.Second, realnode.Ready)
+}
+
+// storeService is Service custody-store/postgres:5432 with an
+// EndpointSlice at the bridge forwarder (no selector: the store is not a
+// pod).
+func (d *Deployment) storeService(ctx context.Context) error {
+	kube := d.cluster.CP.Kube
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "postgres", Namespace: StoreNS}, Spec: corev1.ServiceSpec{
+		Ports: []corev1.ServicePort{{Name: "postgres", Port: 5432, TargetPort: intstr.FromInt32(storeFwdPort)}},
+	}}
+	if _, err := kube.CoreV1().Services(StoreNS).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("incluster: store service: %w", err)
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "postgres", Namespace: StoreNS, Labels: map[string]string{
+			discoveryv1.LabelServiceName: "postgres", discoveryv1.LabelManagedBy: "custody-e2e"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{node.BridgeIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("postgres"), Port: ptr.To(int32(storeFwdPort)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	if _, err := kube.DiscoveryV1().EndpointSlices(StoreNS).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("incluster: store endpoint slice: %w", err)
+	}
+	return nil
+}
+
+// waitDefaultSA waits for each namespace's default ServiceAccount (pods
+// are refused until it exists).
+func waitDefaultSA(ctx context.Context, env *fixture.Env, namespaces ...string) error {
+	for _, ns := range namespaces {
+		err := fixture.Poll(ctx, 30*time.Second, func() (bool, error) {
+			_, err := env.CP.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+			return err == nil, nil
+		})
+		if err != nil {
+			return fmt.Errorf("incluster: default ServiceAccount in %s: %w", ns, err)
+		}
+	}
+	return nil
+}
+
+// redactURL drops the password from a database URL for messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
