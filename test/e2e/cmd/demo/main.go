@@ -27,7 +27,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentcustody/custody/test/e2e/node"
+	"github.com/agentcustody/custody/test/e2e/realnode"
 )
 
 func main() {
@@ -45,7 +45,7 @@ func run(ctx context.Context) int {
 	defer os.RemoveAll(dir)
 	start := time.Now()
 	var code int
-	if reason := realNodeBlocker(ctx); reason == "" {
+	if reason := realnode.Blocker(ctx, os.Stdout); reason == "" {
 		code = runRealNode(ctx, dir)
 	} else {
 		fmt.Printf("== no real node here: %s\n   falling back to the stand-in control plane: pods do not run; checks 5 and G2 are SKIPped\n", reason)
@@ -53,23 +53,6 @@ func run(ctx context.Context) int {
 	}
 	fmt.Printf("demo took %s\n", time.Since(start).Round(time.Second))
 	return code
-}
-
-// realNodeBlocker returns why a real node cannot run here, or "". Missing
-// Debian packages are installed first when apt-get and root allow it.
-func realNodeBlocker(ctx context.Context) string {
-	if v := os.Getenv("CUSTODY_NODE"); v == "standin" {
-		return "CUSTODY_NODE=standin asks for the stand-in"
-	}
-	pre := node.Check(ctx, node.System{})
-	if !pre.OK() && len(pre.Missing) > 0 && pre.Installable {
-		fmt.Printf("== installing the real node's Debian packages: %v\n", pre.Missing)
-		if err := node.Install(ctx, os.Stdout, pre.Missing); err != nil {
-			return "installing " + fmt.Sprint(pre.Missing) + " failed: " + err.Error()
-		}
-		pre = node.Check(ctx, node.System{})
-	}
-	return pre.Reason()
 }
 
 func tail(path string, n int) string {
