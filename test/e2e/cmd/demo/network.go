@@ -7,23 +7,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentcustody/custody/test/e2e/fixture"
 	"github.com/agentcustody/custody/test/e2e/incluster"
 	"github.com/agentcustody/custody/test/e2e/netcheck"
-)
-
-// Target names of check 5 and G2.
-const (
-	tCustodyAPI = "custody API by Service DNS"
-	tGateway    = "custody gateway by Service DNS"
-	tStore      = "store (PostgreSQL Service)"
-	tProvider   = "provider stand-in pod by IP"
-	tAPIServer  = "API server (kubernetes.default)"
-	tOther      = "pod in namespace other"
-	tMetrics    = "custody metrics port"
-	tAdmin      = "custody admin port"
 )
 
 // agentProcess is check 1c: the sandbox's own process (the template's
@@ -79,33 +66,16 @@ func (s *scenario) line(id, what string, ok bool, observed, why string) {
 // selects, and causality. The report is kept for G2.
 func (s *scenario) storeCheck(ctx context.Context, sandbox *corev1.Pod) {
 	kube, d := s.env.CP.Kube, s.deploy
-	nps, err := netcheck.SelectingPolicies(ctx, kube, fixture.Namespace, sandbox.Labels)
-	if err != nil || len(nps) == 0 {
-		s.line("5", "the sandbox's NetworkPolicy", false, fmt.Sprintf("policies selecting pod %s: %d (%v)", sandbox.Name, len(nps), err), "want the policy agent-sandbox made from the template")
+	np, nps, err := netcheck.SandboxPolicy(ctx, kube, fixture.Namespace, sandbox.Labels)
+	if err != nil {
+		s.line("5", "the sandbox's NetworkPolicy", false, err.Error(), "want the policy agent-sandbox made from the template")
 		return
 	}
-	np := nps[0]
-	for _, p := range nps {
-		if ref := metav1.GetControllerOf(&p); ref != nil && ref.Kind == "SandboxTemplate" {
-			np = p
-		}
-	}
 	fmt.Printf("   sandbox pod %s is selected by NetworkPolicy %s (podSelector %v); probe pods carry those labels\n", sandbox.Name, netcheck.Names(nps), np.Spec.PodSelector.MatchLabels)
-	custodyIP := d.Pod.Status.PodIP
+	allowed, mustFail := d.Targets()
 	plan := netcheck.Plan{
 		Namespace: fixture.Namespace, Selector: np.Spec.PodSelector.MatchLabels, ServiceAccount: fixture.SandboxSA,
-		Allowed: []netcheck.Target{
-			{Name: tCustodyAPI, Addr: "custody.custody-system.svc.cluster.local:8865"},
-			{Name: tGateway, Addr: "custody.custody-system.svc.cluster.local:8866"},
-		},
-		MustFail: []netcheck.Target{
-			{Name: tStore, Addr: d.StoreAddr},
-			{Name: tProvider, Addr: fmt.Sprintf("%s:8080", d.ProviderIP)},
-			{Name: tAPIServer, Addr: "kubernetes.default.svc.cluster.local:443"},
-			{Name: tOther, Addr: fmt.Sprintf("%s:8080", d.OtherIP)},
-			{Name: tMetrics, Addr: fmt.Sprintf("%s:%d", custodyIP, incluster.MetricsPort)},
-			{Name: tAdmin, Addr: fmt.Sprintf("%s:%d", custodyIP, incluster.AdminPort)},
-		},
+		Allowed: allowed, MustFail: mustFail,
 	}
 	start := time.Now()
 	r, err := netcheck.Run(ctx, kube, plan)
@@ -115,20 +85,12 @@ func (s *scenario) storeCheck(ctx context.Context, sandbox *corev1.Pod) {
 	}
 	s.net = r
 	fmt.Printf("   3 probe pods in %s\n", time.Since(start).Round(time.Millisecond))
-	all := true
-	for _, o := range r.Canary {
-		all = all && o.Connected
-	}
-	s.line("5a", "canary: a control pod no policy selects reaches every target", all, "\n       "+describe(r.Canary), "a target the canary cannot reach proves nothing when the sandbox cannot either")
-	ok := true
-	for _, o := range r.Sandbox {
-		want := o.Name == tCustodyAPI || o.Name == tGateway
-		ok = ok && o.Connected == want
-	}
-	s.line("5b", "the sandbox reaches custody by DNS and not the store, the API server, another namespace, custody's metrics/admin ports", ok && all,
-		"\n       "+describe(r.Sandbox), "want only the custody API and gateway connected")
-	st, _ := netcheck.Find(r.Relaxed, tStore)
-	s.line("5c", "causality: with an extra allow-all-egress policy on the same pods the store connects", st.Connected,
+	s.line("5a", "canary: a control pod no policy selects reaches every target", r.CanaryOK(), "\n       "+describe(r.Canary),
+		"a target the canary cannot reach proves nothing when the sandbox cannot either")
+	s.line("5b", "the sandbox reaches custody by DNS and not the store, the API server, another namespace, custody's metrics/admin ports",
+		r.CanaryOK() && r.SandboxOK(allowed), "\n       "+describe(r.Sandbox), "want only the custody API and gateway connected")
+	st, _ := netcheck.Find(r.Relaxed, incluster.TStore)
+	s.line("5c", "causality: with an extra allow-all-egress policy on the same pods the store (and every blocked target) connects", st.Connected && r.RelaxedOK(),
 		"\n       "+describe(r.Relaxed), "the policy, not the path, must be what blocked it")
 }
 
@@ -138,9 +100,9 @@ func (s *scenario) providerCheck() {
 		s.line("G2", "egress from the sandbox straight to the provider", false, "check 5's probes did not run", "")
 		return
 	}
-	c, _ := netcheck.Find(s.net.Canary, tProvider)
-	sb, _ := netcheck.Find(s.net.Sandbox, tProvider)
-	rl, _ := netcheck.Find(s.net.Relaxed, tProvider)
+	c, _ := netcheck.Find(s.net.Canary, incluster.TProvider)
+	sb, _ := netcheck.Find(s.net.Sandbox, incluster.TProvider)
+	rl, _ := netcheck.Find(s.net.Relaxed, incluster.TProvider)
 	s.line("G2", "egress from the sandbox straight to the provider stand-in (its pod IP) is blocked", c.Connected && !sb.Connected && rl.Connected,
 		fmt.Sprintf("canary: %s; sandbox: %s; sandbox with egress relaxed: %s", c.Observed, sb.Observed, rl.Observed),
 		"want the canary and the relaxed probe connected, the sandbox not")
