@@ -54,6 +54,13 @@ func (cp *ControlPlane) ServePodAPI(ctx context.Context, addr string) error {
 	}
 	cp.podAPI = &podAPI{ln: ln}
 	ForwardTCP(ln, u.Host)
+	return cp.SetKubernetesEndpoint(ctx, ip.String(), int32(port))
+}
+
+// SetKubernetesEndpoint points Service default/kubernetes at ip:port with
+// the EndpointSlice "kubernetes" (created, or replaced). Pods then reach
+// the API server as 10.0.0.1:443 once kube-proxy has programmed it.
+func (cp *ControlPlane) SetKubernetesEndpoint(ctx context.Context, ip string, port int32) error {
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "kubernetes", Namespace: metav1.NamespaceDefault,
@@ -61,13 +68,14 @@ func (cp *ControlPlane) ServePodAPI(ctx context.Context, addr string) error {
 		},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints: []discoveryv1.Endpoint{{
-			Addresses:  []string{ip.String()},
+			Addresses:  []string{ip},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
 		}},
-		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(port)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
 	slices := cp.Kube.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault)
-	if _, err := slices.Create(ctx, slice, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+	_, err := slices.Create(ctx, slice, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
 		old, gerr := slices.Get(ctx, slice.Name, metav1.GetOptions{})
 		if gerr != nil {
 			return fmt.Errorf("controlplane: pod API endpoint slice: %w", gerr)

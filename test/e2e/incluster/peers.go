@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -27,14 +26,14 @@ func (d *Deployment) peers(ctx context.Context, env *fixture.Env) error {
 			return fmt.Errorf("incluster: namespace %s: %w", ns, err)
 		}
 	}
-	if err := waitDefaultSA(ctx, env, ProviderNS, OtherNS); err != nil {
+	if err := waitDefaultSA(ctx, env, StoreNS, ProviderNS, OtherNS); err != nil {
 		return err
 	}
-	provider, err := d.serverPod(ctx, ProviderNS, "provider", ProviderImage, []string{fmt.Sprintf(":%d", providerPort)})
+	provider, err := d.serverPod(ctx, ProviderNS, "provider", ProviderImage, providerPort, []string{fmt.Sprintf(":%d", providerPort)})
 	if err != nil {
 		return err
 	}
-	other, err := d.serverPod(ctx, OtherNS, "server", realnode.NetprobeImage, []string{"serve", fmt.Sprintf(":%d", providerPort)})
+	other, err := d.serverPod(ctx, OtherNS, "server", realnode.NetprobeImage, providerPort, []string{"serve", fmt.Sprintf(":%d", providerPort)})
 	if err != nil {
 		return err
 	}
@@ -44,9 +43,9 @@ func (d *Deployment) peers(ctx context.Context, env *fixture.Env) error {
 	return nil
 }
 
-// serverPod creates pod name (label app=name) and its Service on
-// providerPort, and waits until the pod is Ready.
-func (d *Deployment) serverPod(ctx context.Context, ns, name, image string, args []string) (*corev1.Pod, error) {
+// serverPod creates pod name (label app=name) and its Service on port,
+// and waits until the pod is Ready.
+func (d *Deployment) serverPod(ctx context.Context, ns, name, image string, port int32, args []string) (*corev1.Pod, error) {
 	kube := d.cluster.CP.Kube
 	lbl := map[string]string{"app": name}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl}, Spec: corev1.PodSpec{
@@ -55,7 +54,7 @@ func (d *Deployment) serverPod(ctx context.Context, ns, name, image string, args
 		Containers: []corev1.Container{{
 			Name: name, Image: image, ImagePullPolicy: corev1.PullNever, Args: args,
 			ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{
-				TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(providerPort)}}},
+				TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}}},
 		}},
 	}}
 	if _, err := kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
@@ -63,7 +62,7 @@ func (d *Deployment) serverPod(ctx context.Context, ns, name, image string, args
 	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: corev1.ServiceSpec{
 		Selector: lbl,
-		Ports:    []corev1.ServicePort{{Port: providerPort, TargetPort: intstr.FromInt32(providerPort)}},
+		Ports:    []corev1.ServicePort{{Port: port, TargetPort: intstr.FromInt32(port)}},
 	}}
 	if _, err := kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return nil, fmt.Errorf("incluster: service %s/%s: %w", ns, name, err)
@@ -71,28 +70,14 @@ func (d *Deployment) serverPod(ctx context.Context, ns, name, image string, args
 	return realnode.WaitPod(ctx, kube, ns, name, 60*time.Second, realnode.Ready)
 }
 
-// storeService is Service custody-store/postgres:5432 with an
-// EndpointSlice at the bridge forwarder (no selector: the store is not a
-// pod).
+// storeService is Service custody-store/postgres:5432 on a pod that
+// forwards to the harness's bridge forwarder (see realnode's
+// forwardAPIFromPod for why the store needs an address on the pod
+// network).
 func (d *Deployment) storeService(ctx context.Context) error {
-	kube := d.cluster.CP.Kube
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "postgres", Namespace: StoreNS}, Spec: corev1.ServiceSpec{
-		Ports: []corev1.ServicePort{{Name: "postgres", Port: 5432, TargetPort: intstr.FromInt32(storeFwdPort)}},
-	}}
-	if _, err := kube.CoreV1().Services(StoreNS).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("incluster: store service: %w", err)
-	}
-	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: "postgres", Namespace: StoreNS, Labels: map[string]string{
-			discoveryv1.LabelServiceName: "postgres", discoveryv1.LabelManagedBy: "custody-e2e"}},
-		AddressType: discoveryv1.AddressTypeIPv4,
-		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{node.BridgeIP}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
-		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("postgres"), Port: ptr.To(int32(storeFwdPort)), Protocol: ptr.To(corev1.ProtocolTCP)}},
-	}
-	if _, err := kube.DiscoveryV1().EndpointSlices(StoreNS).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("incluster: store endpoint slice: %w", err)
-	}
-	return nil
+	_, err := d.serverPod(ctx, StoreNS, "postgres", realnode.NetprobeImage, 5432,
+		[]string{"forward", ":5432", fmt.Sprintf("%s:%d", node.BridgeIP, storeFwdPort)})
+	return err
 }
 
 // waitDefaultSA waits for each namespace's default ServiceAccount (pods

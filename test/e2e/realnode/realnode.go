@@ -117,6 +117,9 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c.NodeReady = time.Since(start)
 	step("node %s Ready %s after the clean start", NodeName, c.NodeReady.Round(time.Millisecond))
+	if err := c.forwardAPIFromPod(ctx); err != nil {
+		return nil, err
+	}
 	start = time.Now()
 	if err := c.startDNS(ctx); err != nil {
 		return nil, err

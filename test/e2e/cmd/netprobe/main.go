@@ -5,6 +5,7 @@
 //	netprobe dial ADDR TIMEOUT   # connect to ADDR within TIMEOUT (e.g. 2s) and read "ok"
 //	netprobe lookup NAME TIMEOUT # resolve NAME (the pod's resolv.conf) every 300 ms until it answers or TIMEOUT
 //	netprobe connect TIMEOUT ADDR...  # a TCP handshake with each ADDR, in parallel
+//	netprobe forward LISTEN TARGET    # copy each TCP connection on LISTEN to TARGET
 //
 // dial exits 0 when it read "ok" and lookup when NAME resolved, 1 otherwise;
 // both write what they observed ("connected to ... read ok", the addresses,
@@ -41,6 +42,9 @@ func main() {
 		_ = os.WriteFile("/dev/termination-log", []byte(msg), 0o644)
 		os.Exit(code)
 	}
+	if len(os.Args) == 4 && os.Args[1] == "forward" {
+		os.Exit(forward(os.Args[2], os.Args[3]))
+	}
 	if len(os.Args) >= 4 && os.Args[1] == "connect" {
 		d, err := time.ParseDuration(os.Args[2])
 		if err != nil {
@@ -52,7 +56,7 @@ func main() {
 		_ = os.WriteFile("/dev/termination-log", []byte(msg), 0o644)
 		os.Exit(0)
 	}
-	fmt.Fprintln(os.Stderr, "usage: netprobe serve ADDR | netprobe dial ADDR TIMEOUT | netprobe lookup NAME TIMEOUT | netprobe connect TIMEOUT ADDR...")
+	fmt.Fprintln(os.Stderr, "usage: netprobe serve ADDR | netprobe dial ADDR TIMEOUT | netprobe lookup NAME TIMEOUT | netprobe connect TIMEOUT ADDR... | netprobe forward LISTEN TARGET")
 	os.Exit(2)
 }
 
