@@ -168,8 +168,8 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	controllers, what := "garbage-collector-controller,namespace-controller,serviceaccount-controller", "garbage collector, namespaces, service accounts"
 	kcmArgs := []string{}
 	if opts.RealNodes {
-		controllers += ",node-lifecycle-controller,endpointslice-controller,endpointslice-mirroring-controller,root-ca-certificate-publisher-controller"
-		what += ", node lifecycle, endpoint slices, root CA publisher"
+		controllers += ",node-lifecycle-controller,endpointslice-controller,endpointslice-mirroring-controller,root-ca-certificate-publisher-controller,deployment-controller,replicaset-controller"
+		what += ", node lifecycle, endpoint slices, root CA publisher, deployments, replica sets"
 		kcmArgs = append(kcmArgs, "--root-ca-file="+cp.pki.caCert)
 	}
 	step("starting kube-controller-manager (" + what + ")")

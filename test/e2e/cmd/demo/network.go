@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentcustody/custody/test/e2e/fixture"
 	"github.com/agentcustody/custody/test/e2e/incluster"
@@ -32,6 +33,14 @@ func (s *scenario) agentProcess(ctx context.Context, pod *corev1.Pod) {
 	granted := strings.Index(logs, "exchange 200 agents/run-1")
 	observed := compactLog(logs)
 	ok := refused >= 0 && granted > refused
+	if !ok {
+		if p, err := s.env.CP.Kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil {
+			for _, cs := range p.Status.ContainerStatuses {
+				observed += fmt.Sprintf(" [container %s restarts %d, last state %+v]", cs.Name, cs.RestartCount, cs.LastTerminationState.Terminated)
+			}
+		}
+		observed += fmt.Sprintf(" [raw log %q]", logs)
+	}
 	s.line("1c", "the agent process in pod "+pod.Name+" exchanged its projected token itself", ok, observed,
 		"want 401 warm_pool in the pool, then 200 for agents/run-1")
 }

@@ -4,7 +4,7 @@
 //	netprobe serve ADDR          # accept TCP on ADDR (e.g. :8080), write "ok\n", close
 //	netprobe dial ADDR TIMEOUT   # connect to ADDR within TIMEOUT (e.g. 2s) and read "ok"
 //	netprobe lookup NAME TIMEOUT # resolve NAME (the pod's resolv.conf) every 300 ms until it answers or TIMEOUT
-//	netprobe connect TIMEOUT ADDR...  # a TCP handshake with each ADDR, in parallel
+//	netprobe connect TIMEOUT SETTLE ADDR...  # wait SETTLE, then a TCP handshake with each ADDR, in parallel
 //	netprobe forward LISTEN TARGET    # copy each TCP connection on LISTEN to TARGET
 //
 // dial exits 0 when it read "ok" and lookup when NAME resolved, 1 otherwise;
@@ -45,18 +45,20 @@ func main() {
 	if len(os.Args) == 4 && os.Args[1] == "forward" {
 		os.Exit(forward(os.Args[2], os.Args[3]))
 	}
-	if len(os.Args) >= 4 && os.Args[1] == "connect" {
+	if len(os.Args) >= 5 && os.Args[1] == "connect" {
 		d, err := time.ParseDuration(os.Args[2])
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "netprobe:", err)
+		settle, serr := time.ParseDuration(os.Args[3])
+		if err != nil || serr != nil {
+			fmt.Fprintln(os.Stderr, "netprobe: connect TIMEOUT SETTLE: want durations:", err, serr)
 			os.Exit(2)
 		}
-		msg := connectAll(os.Args[3:], d)
+		time.Sleep(settle)
+		msg := connectAll(os.Args[4:], d)
 		fmt.Print(msg)
 		_ = os.WriteFile("/dev/termination-log", []byte(msg), 0o644)
 		os.Exit(0)
 	}
-	fmt.Fprintln(os.Stderr, "usage: netprobe serve ADDR | netprobe dial ADDR TIMEOUT | netprobe lookup NAME TIMEOUT | netprobe connect TIMEOUT ADDR... | netprobe forward LISTEN TARGET")
+	fmt.Fprintln(os.Stderr, "usage: netprobe serve ADDR | netprobe dial ADDR TIMEOUT | netprobe lookup NAME TIMEOUT | netprobe connect TIMEOUT SETTLE ADDR... | netprobe forward LISTEN TARGET")
 	os.Exit(2)
 }
 
