@@ -7,38 +7,39 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentcustody/custody/test/e2e/fixture"
 	"github.com/agentcustody/custody/test/e2e/incluster"
 	"github.com/agentcustody/custody/test/e2e/netcheck"
 )
 
-// agentProcess is check 1c: the sandbox's own process (the template's
-// container, probe -exchange-every=1s with the projected token file) was
-// refused while the pod sat in the warm pool and got a key for the claim
-// once claimed. Its log is read through the API server and the kubelet.
-func (s *scenario) agentProcess(ctx context.Context, pod *corev1.Pod) {
+// agentLog polls the agent container's log (through the API server and
+// the kubelet) until it contains want or 30 s pass, and returns it.
+func (s *scenario) agentLog(ctx context.Context, pod *corev1.Pod, want string) string {
 	var logs string
-	_ = fixture.Poll(ctx, 20*time.Second, func() (bool, error) {
+	_ = fixture.Poll(ctx, 30*time.Second, func() (bool, error) {
 		b, err := s.env.CP.Kube.CoreV1().Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "agent"}).DoRaw(ctx)
 		if err != nil {
 			logs = "log: " + err.Error()
 			return false, nil
 		}
 		logs = string(b)
-		return strings.Contains(logs, "exchange 200 agents/run-1"), nil
+		return strings.Contains(logs, want), nil
 	})
+	return logs
+}
+
+// agentProcess is check 1c: the sandbox's own process (the template's
+// container, probe -exchange-every=1s with the projected token file) was
+// refused while the pod sat in the warm pool (the demo waited for that
+// before claiming it) and got a key for the claim once claimed.
+func (s *scenario) agentProcess(ctx context.Context, pod *corev1.Pod) {
+	logs := s.agentLog(ctx, pod, "exchange 200 agents/run-1")
 	refused := strings.Index(logs, "exchange 401 warm_pool")
 	granted := strings.Index(logs, "exchange 200 agents/run-1")
-	observed := compactLog(logs)
 	ok := refused >= 0 && granted > refused
+	observed := compactLog(logs)
 	if !ok {
-		if p, err := s.env.CP.Kube.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); err == nil {
-			for _, cs := range p.Status.ContainerStatuses {
-				observed += fmt.Sprintf(" [container %s restarts %d, last state %+v]", cs.Name, cs.RestartCount, cs.LastTerminationState.Terminated)
-			}
-		}
 		observed += fmt.Sprintf(" [raw log %q]", logs)
 	}
 	s.line("1c", "the agent process in pod "+pod.Name+" exchanged its projected token itself", ok, observed,

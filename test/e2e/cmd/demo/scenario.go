@@ -140,6 +140,11 @@ func (s *scenario) run(ctx context.Context) {
 	r, _, err := s.exchange(ctx, warm)
 	s.check("1a", "warm-pool pod "+warm.Name+" asks for a key", r, err,
 		r.Status == http.StatusUnauthorized && errorCode(r) == "warm_pool", "want 401 warm_pool")
+	if s.deploy != nil {
+		// The pod's own agent process must have been refused too before
+		// the claim adopts the pod (check 1c reads its log).
+		s.agentLog(ctx, warm, "exchange 401 warm_pool")
+	}
 	if err := s.env.CreateClaim(ctx, "run-1"); err != nil {
 		s.failErr("1b", "create claim run-1", err)
 		return

@@ -18,7 +18,7 @@ func exchangeLoop(base, tokenFile string, period time.Duration) {
 		fmt.Fprintln(os.Stderr, "probe: CUSTODY_URL and CUSTODY_TOKEN_FILE must be set")
 		os.Exit(3)
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Timeout: 3 * time.Second}
 	last := ""
 	for {
 		out := exchangeOnce(client, base, tokenFile)
