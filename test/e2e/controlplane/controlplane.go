@@ -54,7 +54,8 @@ type Options struct {
 	// node-lifecycle (without it the not-ready taint the NodeTaint
 	// admission plugin sets is never lifted), endpointslice,
 	// endpointslice-mirroring and root-ca-certificate-publisher (pods'
-	// default token volume needs kube-root-ca.crt). Default false.
+	// default token volume needs kube-root-ca.crt), and the deployment and
+	// replicaset controllers (custody's own Deployment). Default false.
 	RealNodes bool
 }
 

@@ -25,6 +25,10 @@ type Options struct {
 	ModuleDir string
 	// StateDir is node.Options.StateDir. Default node.DefaultStateDir.
 	StateDir string
+	// ControlPlaneDir is controlplane.Options.Dir (certificates, etcd
+	// data, component logs, admin.kubeconfig). Default: a new temporary
+	// directory.
+	ControlPlaneDir string
 	// Progress receives one line per step. Default io.Discard.
 	Progress io.Writer
 }
@@ -102,7 +106,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 	}
-	c.CP, err = controlplane.Start(ctx, controlplane.Options{RealNodes: true, Progress: opts.Progress})
+	c.CP, err = controlplane.Start(ctx, controlplane.Options{Dir: opts.ControlPlaneDir, RealNodes: true, Progress: opts.Progress})
 	if err != nil {
 		return nil, err
 	}

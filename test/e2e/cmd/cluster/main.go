@@ -35,15 +35,22 @@ func main() {
 }
 
 func run(ctx context.Context) error {
+	dir := os.Getenv("CUSTODY_CLUSTER_DIR")
+	if dir == "" {
+		dir = "custody-cluster"
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
 	if reason := realnode.Blocker(ctx, os.Stdout); reason != "" {
 		fmt.Printf("no real node here: %s\nrunning the stand-in control plane (pods are marked Ready, never run)\n", reason)
-		return standIn(ctx)
+		return standIn(ctx, dir)
 	}
 	root, err := fixture.RepoRoot()
 	if err != nil {
 		return err
 	}
-	c, err := realnode.Start(ctx, realnode.Options{ModuleDir: root, Progress: os.Stdout})
+	c, err := realnode.Start(ctx, realnode.Options{ModuleDir: root, ControlPlaneDir: dir, Progress: os.Stdout})
 	if err != nil {
 		return err
 	}
@@ -54,14 +61,7 @@ func run(ctx context.Context) error {
 	return c.Stop(context.WithoutCancel(ctx))
 }
 
-func standIn(ctx context.Context) error {
-	dir := os.Getenv("CUSTODY_CLUSTER_DIR")
-	if dir == "" {
-		dir = "custody-cluster"
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
+func standIn(ctx context.Context, dir string) error {
 	cp, err := controlplane.Start(ctx, controlplane.Options{Dir: dir, Progress: os.Stdout})
 	if err != nil {
 		return err
