@@ -11,7 +11,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: demo test cluster bench build vet controlplane node-binaries sdk-deps
+.PHONY: demo test cluster bench build vet controlplane node-binaries sdk-deps postgres
 
 build:
 	$(GO) build -o bin/custody ./cmd/custody
@@ -43,14 +43,19 @@ node-binaries:
 # test/e2e/onnode runs on its own, after the rest: it brings up the real
 # node (one per machine), which must not share the 2 cores with the
 # stand-in end-to-end tests' timing-sensitive checks.
-test: vet controlplane node-binaries sdk-deps
+# A PostgreSQL at $CUSTODY_TEST_POSTGRES_URL (default the machine's own on
+# 127.0.0.1:5432): installed from Debian and started if none answers.
+postgres:
+	@bash .ci/postgres-up >/dev/null
+
+test: vet controlplane node-binaries sdk-deps postgres
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /test/e2e/onnode)
 	$(GO) test -race -count=1 -timeout 30m -v ./test/e2e/onnode
 	cd test/sdk && $(GO) test -race -count=1 -timeout 10m ./...
 
 # demo and cluster build the control plane themselves, with progress; they
 # run as built binaries so that Ctrl-C reaches them directly.
-demo:
+demo: postgres
 	$(GO) build -o bin/demo ./test/e2e/cmd/demo
 	./bin/demo
 
