@@ -48,6 +48,9 @@ type Image struct {
 	Ref string
 	// Args are appended to the entrypoint as Cmd. Optional.
 	Args []string
+	// Extra are more static executables, each at /<base name> in the same
+	// layer (for a pod whose containers share one image). Optional.
+	Extra []string
 }
 
 // Write builds img and writes it as a docker-archive tarball to out
@@ -58,12 +61,8 @@ func Write(img Image, out string) (v1.Hash, error) {
 	if err != nil {
 		return v1.Hash{}, fmt.Errorf("images: reference %q: %w", img.Ref, err)
 	}
-	bin, err := os.ReadFile(img.Binary)
-	if err != nil {
-		return v1.Hash{}, fmt.Errorf("images: %w", err)
-	}
 	base := filepath.Base(img.Binary)
-	layerTar, err := oneFileTar(base, bin)
+	layerTar, err := filesTar(append([]string{img.Binary}, img.Extra...))
 	if err != nil {
 		return v1.Hash{}, err
 	}
@@ -100,15 +99,29 @@ func Write(img Image, out string) (v1.Hash, error) {
 	return im.ConfigName()
 }
 
-func oneFileTar(name string, content []byte) ([]byte, error) {
+// filesTar is a layer with each file at /<base name>, mode 0755, owner
+// root, mtime zero. Two files with one base name are refused.
+func filesTar(paths []string) ([]byte, error) {
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
-	hdr := &tar.Header{Name: name, Mode: 0o755, Size: int64(len(content)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
-	if err := tw.WriteHeader(hdr); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(content); err != nil {
-		return nil, err
+	seen := map[string]bool{}
+	for _, p := range paths {
+		name := filepath.Base(p)
+		if seen[name] {
+			return nil, fmt.Errorf("images: two files named %s", name)
+		}
+		seen[name] = true
+		content, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("images: %w", err)
+		}
+		hdr := &tar.Header{Name: name, Mode: 0o755, Size: int64(len(content)), Typeflag: tar.TypeReg, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(content); err != nil {
+			return nil, err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err

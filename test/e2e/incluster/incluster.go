@@ -175,8 +175,22 @@ func (d *Deployment) images(ctx context.Context, root, dir string) error {
 		if err := images.GoBuild(ctx, root, pkg, bin); err != nil {
 			return err
 		}
+		img := images.Image{Binary: bin, Ref: ref}
+		if ref == AgentImage {
+			// sandboxd (the sandbox's process API, seed 002) beside the
+			// agent, built static from the pinned tools module.
+			tools, err := controlplane.ToolsDir()
+			if err != nil {
+				return err
+			}
+			sbd := filepath.Join(filepath.Dir(bin), "sandboxd")
+			if err := images.GoBuild(ctx, tools, "sigs.k8s.io/agent-sandbox/packages/sandboxd/cmd/sandboxd", sbd); err != nil {
+				return err
+			}
+			img.Extra = []string{sbd}
+		}
 		tar := bin + ".tar"
-		if _, err := images.Write(images.Image{Binary: bin, Ref: ref}, tar); err != nil {
+		if _, err := images.Write(img, tar); err != nil {
 			return err
 		}
 		if err := d.cluster.Host.Import(ctx, tar); err != nil {

@@ -91,6 +91,18 @@ patches:
       - op: replace
         path: /spec/podTemplate/spec/containers/0/command
         value: ["/probe", "-exchange-every=1s"]
+      - op: add
+        path: /spec/podTemplate/spec/containers/-
+        value:
+          name: sandboxd
+          image: {{.AgentImage}}
+          imagePullPolicy: Never
+          command: ["/sandboxd", "--grpc-port", "50051", "--rest-port", "50052", "--root-dir", "/workspace", "--shutdown-timeout", "2s"]
+          volumeMounts:
+            - {name: workspace, mountPath: /workspace}
+      - op: add
+        path: /spec/podTemplate/spec/volumes/-
+        value: {name: workspace, emptyDir: {}}
 `))
 
 // build writes the overlay into dir/overlay and returns its kustomize

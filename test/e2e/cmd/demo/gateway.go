@@ -4,15 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/agentcustody/custody/test/e2e/controlplane"
 	"github.com/agentcustody/custody/test/e2e/fixture"
 )
 
@@ -31,29 +28,24 @@ type gatewayScenario struct {
 }
 
 func (g *gatewayScenario) run(ctx context.Context) {
-	bins, err := controlplane.Build(ctx, nil)
-	if err != nil {
-		g.failErr("G0", "sandboxd binary", err)
-		return
+	var sb *execSandbox
+	var err error
+	if g.deploy != nil {
+		sb, err = podSandbox(ctx, g.env, g.deploy)
+	} else {
+		sb, err = hostSandbox(ctx, g.dir)
 	}
-	probe, err := fixture.BuildCommand(ctx, g.dir, "./test/e2e/cmd/probe")
-	if err != nil {
-		g.failErr("G0", "probe binary", err)
-		return
-	}
-	sb, err := fixture.StartSandboxd(ctx, bins["sandboxd"], filepath.Join(g.dir, "sandbox"))
 	if err != nil {
 		g.failErr("G0", "sandboxd", err)
 		return
 	}
-	defer sb.Stop()
-	fmt.Printf("   sandboxd (the sandbox's process API) on %s; provider stand-in on %s\n", sb.Addr, g.providerDesc)
+	defer sb.stop()
+	fmt.Printf("   %s; provider stand-in on %s\n", sb.desc, g.providerDesc)
 	fmt.Printf("   the gateway's own refusals are: %s\n", strings.Join(fixture.GatewayRefusals, " | "))
 
 	// G1: run 1's token is accepted by the gateway; the provider refuses
 	// the demo key, which is how "accepted" looks without a real key.
-	leak1 := filepath.Join(sb.Root, "copy-of-run-1-token")
-	r1, err := fixture.Exec(ctx, g.custodyBin, sb, g.custody, "run-1", probe, "-copy-token-to", leak1)
+	r1, err := sb.exec(ctx, g.custodyBin, g.custody, "run-1", "-copy-token-to", sb.leakPath("copy-of-run-1-token"))
 	if err != nil {
 		g.failErr("G1", "custody exec run 1", err)
 		return
@@ -81,7 +73,7 @@ func (g *gatewayScenario) run(ctx context.Context) {
 	}
 
 	// G3: a copy of run 1's token, replayed after run 1 exited.
-	tok1, err := os.ReadFile(leak1)
+	tok1, err := sb.readLeak(ctx, "copy-of-run-1-token")
 	if err != nil {
 		g.failErr("G3", "copy of run 1's token", err)
 		return
@@ -99,13 +91,12 @@ func (g *gatewayScenario) run(ctx context.Context) {
 		resp.String(), "want 401 gateway token revoked while most of the TTL remains")
 
 	// G4: run 2 in the same sandbox gets its own token and is accepted.
-	leak2 := filepath.Join(sb.Root, "copy-of-run-2-token")
-	r2, err := fixture.Exec(ctx, g.custodyBin, sb, g.custody, "run-2", probe, "-copy-token-to", leak2)
+	r2, err := sb.exec(ctx, g.custodyBin, g.custody, "run-2", "-copy-token-to", sb.leakPath("copy-of-run-2-token"))
 	if err != nil {
 		g.failErr("G4", "custody exec run 2", err)
 		return
 	}
-	tok2, _ := os.ReadFile(leak2)
+	tok2, _ := sb.readLeak(ctx, "copy-of-run-2-token")
 	body = afterStatus(r2.Stdout)
 	g.line("G4", "run 2, same sandbox, right after: a different token, accepted",
 		r2.ExitCode == 0 && len(tok2) > 0 && string(tok2) != string(tok1) && strings.Contains(body, "authentication_error") && !fixture.FromGateway(body),
