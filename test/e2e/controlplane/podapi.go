@@ -92,12 +92,27 @@ func (cp *ControlPlane) SetKubernetesEndpoint(ctx context.Context, ip string, po
 // ForwardTCP accepts TCP connections on ln and copies each, byte for
 // byte in both directions, to a new connection to target (host:port),
 // until ln is closed. Half-closes are passed on. It returns at once.
-func ForwardTCP(ln net.Listener, target string) {
+func ForwardTCP(ln net.Listener, target string) { ForwardTCPFrom(ln, target, nil) }
+
+// ForwardTCPFrom is [ForwardTCP] for the connections whose source address
+// allow accepts (all when allow is nil); others are closed at once. A
+// forwarder on the bridge is reachable from every pod, past the
+// NetworkPolicy agent (traffic to the node's own address is not
+// forwarded traffic), so one that should serve a single forwarder pod
+// must say so.
+func ForwardTCPFrom(ln net.Listener, target string, allow func(net.IP) bool) {
 	go func() {
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return // ln closed
+			}
+			if allow != nil {
+				a, ok := c.RemoteAddr().(*net.TCPAddr)
+				if !ok || !allow(a.IP) {
+					_ = c.Close()
+					continue
+				}
 			}
 			go forwardConn(c, target)
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -87,6 +88,7 @@ type Deployment struct {
 
 	cluster  *realnode.Cluster
 	fwd      net.Listener
+	fwdFrom  atomic.Pointer[net.IP] // the store forwarder pod's IP: the only source the bridge forwarder serves
 	pgURL    string
 	progress io.Writer
 }
@@ -287,10 +289,29 @@ func (d *Deployment) store(ctx context.Context) error {
 		return fmt.Errorf("incluster: store forwarder: %w", err)
 	}
 	d.fwd = ln
-	controlplane.ForwardTCP(ln, target)
+	// The bridge address is reachable from every pod, sandboxes included,
+	// and NetworkPolicy does not police traffic to the node's own address;
+	// the forwarded connection reaches PostgreSQL from 127.0.0.1, where
+	// trust auth may apply. So only the store's forwarder pod is served.
+	controlplane.ForwardTCPFrom(ln, target, d.fromStorePod)
 	d.StoreAddr = "postgres." + StoreNS + ".svc.cluster.local:5432"
 	d.step("store: database %s on the machine's PostgreSQL, for pods as %s (-> %s -> %s)", d.Database, d.StoreAddr, ln.Addr(), target)
-	return d.storeService(ctx)
+	pod, err := d.storeService(ctx)
+	if err != nil {
+		return err
+	}
+	ip := net.ParseIP(pod.Status.PodIP)
+	if ip == nil {
+		return fmt.Errorf("incluster: store forwarder pod has no IP (%q)", pod.Status.PodIP)
+	}
+	d.fwdFrom.Store(&ip)
+	return nil
+}
+
+// fromStorePod: ip is the store forwarder pod's.
+func (d *Deployment) fromStorePod(ip net.IP) bool {
+	p := d.fwdFrom.Load()
+	return p != nil && p.Equal(ip)
 }
 
 // Stop drops the database and closes the forwarder. The cluster (and

@@ -74,10 +74,9 @@ func (d *Deployment) serverPod(ctx context.Context, ns, name, image string, port
 // forwards to the harness's bridge forwarder (see realnode's
 // forwardAPIFromPod for why the store needs an address on the pod
 // network).
-func (d *Deployment) storeService(ctx context.Context) error {
-	_, err := d.serverPod(ctx, StoreNS, "postgres", realnode.NetprobeImage, 5432,
+func (d *Deployment) storeService(ctx context.Context) (*corev1.Pod, error) {
+	return d.serverPod(ctx, StoreNS, "postgres", realnode.NetprobeImage, 5432,
 		[]string{"forward", ":5432", fmt.Sprintf("%s:%d", node.BridgeIP, storeFwdPort)})
-	return err
 }
 
 // waitDefaultSA waits for each namespace's default ServiceAccount (pods

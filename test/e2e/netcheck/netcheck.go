@@ -59,6 +59,12 @@ type Plan struct {
 	// Selector is the sandbox NetworkPolicy's podSelector.matchLabels;
 	// the probe pod carries exactly these labels.
 	Selector map[string]string
+	// PodLabels are the real sandbox pod's labels. Run refuses to probe
+	// unless the probe pods (carrying Selector) are selected by exactly
+	// the policies that select a pod with PodLabels: a probe that misses
+	// a policy selecting the sandbox through another label (an allow-all
+	// one, say) would report a confinement the sandbox does not have.
+	PodLabels map[string]string
 	// ServiceAccount of the probe pods (the sandbox's). The token is not
 	// mounted.
 	ServiceAccount    string
@@ -84,8 +90,11 @@ type Report struct {
 func Run(ctx context.Context, kube kubernetes.Interface, p Plan) (*Report, error) {
 	all := append(append([]Target{}, p.Allowed...), p.MustFail...)
 	r := &Report{}
+	if err := checkLabels(ctx, kube, p); err != nil {
+		return r, err
+	}
 	var err error
-	if r.Canary, err = probe(ctx, kube, p, "netcheck-canary", map[string]string{"role": "netcheck-control"}, all); err != nil {
+	if r.Canary, err = probe(ctx, kube, p, "netcheck-canary", canaryLabels, all); err != nil {
 		return r, err
 	}
 	if r.Sandbox, err = probe(ctx, kube, p, "netcheck-sandbox", p.Selector, all); err != nil {
@@ -100,10 +109,44 @@ func Run(ctx context.Context, kube kubernetes.Interface, p Plan) (*Report, error
 		return r, fmt.Errorf("netcheck: relax policy: %w", err)
 	}
 	r.Relaxed, err = probe(ctx, kube, p, "netcheck-relaxed", p.Selector, p.MustFail)
-	if derr := kube.NetworkingV1().NetworkPolicies(p.Namespace).Delete(ctx, relax.Name, metav1.DeleteOptions{}); derr != nil && err == nil {
+	if derr := kube.NetworkingV1().NetworkPolicies(p.Namespace).Delete(context.WithoutCancel(ctx), relax.Name, metav1.DeleteOptions{}); derr != nil && err == nil {
 		err = fmt.Errorf("netcheck: delete relax policy: %w", derr)
 	}
 	return r, err
+}
+
+// canaryLabels are the control pod's; no policy may select them.
+var canaryLabels = map[string]string{"role": "netcheck-control"}
+
+// checkLabels refuses a plan whose probes would not stand for the
+// sandbox: an empty Selector (the relax policy would then select every
+// pod in the namespace, the real sandboxes included), a canary some
+// policy selects, or probe pods selected by other policies than the
+// sandbox pod.
+func checkLabels(ctx context.Context, kube kubernetes.Interface, p Plan) error {
+	if len(p.Selector) == 0 {
+		return fmt.Errorf("netcheck: empty Selector: the probe pods would not carry the sandbox policy's labels")
+	}
+	if nps, err := SelectingPolicies(ctx, kube, p.Namespace, canaryLabels); err != nil {
+		return err
+	} else if len(nps) > 0 {
+		return fmt.Errorf("netcheck: the canary is selected by NetworkPolicy %s", Names(nps))
+	}
+	if p.PodLabels == nil {
+		return fmt.Errorf("netcheck: no PodLabels: cannot tell the probe pods stand for the sandbox pod")
+	}
+	probe, err := SelectingPolicies(ctx, kube, p.Namespace, p.Selector)
+	if err != nil {
+		return err
+	}
+	pod, err := SelectingPolicies(ctx, kube, p.Namespace, p.PodLabels)
+	if err != nil {
+		return err
+	}
+	if Names(probe) != Names(pod) {
+		return fmt.Errorf("netcheck: probe pods (labels %v) are selected by NetworkPolicies [%s], the sandbox pod by [%s]", p.Selector, Names(probe), Names(pod))
+	}
+	return nil
 }
 
 // SelectingPolicies names the NetworkPolicies in ns whose podSelector

@@ -3,6 +3,7 @@ package netcheck
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,18 +35,32 @@ func SandboxPolicy(ctx context.Context, kube kubernetes.Interface, ns string, la
 func (r *Report) CanaryOK() bool { return allConnected(r.Canary, true) }
 
 // SandboxOK: the sandbox-labelled pod connected to exactly the targets
-// named in allowed.
+// named in allowed, and every other target was [Outcome.Blocked] (a name
+// that did not resolve is no verdict on the path).
 func (r *Report) SandboxOK(allowed []Target) bool {
 	ok := map[string]bool{}
 	for _, t := range allowed {
 		ok[t.Name] = true
 	}
 	for _, o := range r.Sandbox {
-		if o.Connected != ok[o.Name] {
+		if ok[o.Name] && !o.Connected || !ok[o.Name] && !o.Blocked() {
 			return false
 		}
 	}
 	return len(r.Sandbox) > 0
+}
+
+// Blocked: the dial reached an address and got no connection: a timeout
+// (a policy drop), a refusal or another socket error. Not connected
+// because the name did not resolve (or the line is unknown) is not
+// Blocked: a DNS failure says nothing about the policy.
+func (o Outcome) Blocked() bool {
+	for _, p := range []string{"timeout", "refused", "error after"} {
+		if strings.HasPrefix(o.Observed, p) {
+			return !o.Connected
+		}
+	}
+	return false
 }
 
 // RelaxedOK: with egress relaxed, every MustFail target connected.

@@ -26,7 +26,7 @@ func TestSandboxNetworkPolicyEnforced(t *testing.T) {
 		t.Fatal(err)
 	}
 	allowed, mustFail := dep.Targets()
-	r, err := netcheck.Run(ctx, cluster.CP.Kube, netcheck.Plan{Namespace: fixture.Namespace, Selector: np.Spec.PodSelector.MatchLabels,
+	r, err := netcheck.Run(ctx, cluster.CP.Kube, netcheck.Plan{Namespace: fixture.Namespace, Selector: np.Spec.PodSelector.MatchLabels, PodLabels: pod.Labels,
 		ServiceAccount: fixture.SandboxSA, Allowed: allowed, MustFail: mustFail})
 	if err != nil {
 		t.Fatal(err)

@@ -15,12 +15,14 @@ import (
 // connectAll attempts a TCP handshake with every address at once, each
 // within timeout, and returns one line per address in argument order:
 //
-//	ADDR connected|refused|timeout|error DETAIL
+//	ADDR connected|refused|timeout|unresolved|error DETAIL
 //
 // "connected" means the handshake completed (nothing is read or written);
 // "refused" that a RST came back (the path is open, nothing listens);
 // "timeout" that no answer came (a policy drop looks like this);
-// "error" anything else, e.g. a name that does not resolve. A new pod's
+// "unresolved" that the name did not resolve (no verdict on the path:
+// a DNS hiccup must not read as a policy block); "error" anything else,
+// e.g. no route to host. A new pod's
 // first SYN can be dropped while the policy agent learns its address;
 // the kernel retransmits it at 1 s and 3 s, so use a timeout of 4 s or
 // more for a verdict.
@@ -54,7 +56,7 @@ func connect(addr string, timeout time.Duration) string {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return fmt.Sprintf("refused after %s", took)
 	case errors.As(err, &dns):
-		return fmt.Sprintf("error %v", err)
+		return fmt.Sprintf("unresolved after %s: %v", took, err)
 	case errors.Is(err, context.DeadlineExceeded) || os.IsTimeout(err):
 		return fmt.Sprintf("timeout after %s", took)
 	default:

@@ -27,7 +27,7 @@ func TestConnectAll(t *testing.T) {
 	if len(lines) != 3 {
 		t.Fatalf("want 3 lines, got %q", out)
 	}
-	for i, want := range []string{ln.Addr().String() + " connected", closedAddr + " refused", "no-such-host.invalid:1 error"} {
+	for i, want := range []string{ln.Addr().String() + " connected", closedAddr + " refused", "no-such-host.invalid:1 unresolved"} {
 		if !strings.HasPrefix(lines[i], want) {
 			t.Errorf("line %d = %q, want prefix %q", i, lines[i], want)
 		}
