@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -19,6 +20,8 @@ import (
 // podAPI forwards pods' connections to the loopback-only API server.
 type podAPI struct {
 	ln net.Listener
+	// only is the one source address served once set ([ControlPlane.OnlyPodAPIFrom]).
+	only atomic.Pointer[net.IP]
 }
 
 // ServePodAPI gives pods on a real node the API server, which listens on
@@ -52,9 +55,24 @@ func (cp *ControlPlane) ServePodAPI(ctx context.Context, addr string) error {
 	if err != nil {
 		return fmt.Errorf("controlplane: pod API: %w", err)
 	}
-	cp.podAPI = &podAPI{ln: ln}
-	ForwardTCP(ln, u.Host)
+	p := &podAPI{ln: ln}
+	cp.podAPI = p
+	ForwardTCPFrom(ln, u.Host, func(ip net.IP) bool {
+		only := p.only.Load()
+		return only == nil || only.Equal(ip)
+	})
 	return cp.SetKubernetesEndpoint(ctx, ip.String(), int32(port))
+}
+
+// OnlyPodAPIFrom makes the pod API forwarder serve connections from ip
+// only (the pod that forwards for all others, see realnode), closing any
+// other at once: the forwarder listens on the node's bridge address,
+// which every pod reaches past the NetworkPolicy agent. No-op before
+// ServePodAPI.
+func (cp *ControlPlane) OnlyPodAPIFrom(ip net.IP) {
+	if cp.podAPI != nil {
+		cp.podAPI.only.Store(&ip)
+	}
 }
 
 // SetKubernetesEndpoint points Service default/kubernetes at ip:port with

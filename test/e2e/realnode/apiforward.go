@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"net"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -50,6 +51,7 @@ func (c *Cluster) forwardAPIFromPod(ctx context.Context) error {
 	if err := c.CP.SetKubernetesEndpoint(ctx, p.Status.PodIP, 6443); err != nil {
 		return err
 	}
+	c.CP.OnlyPodAPIFrom(net.ParseIP(p.Status.PodIP))
 	fmt.Fprintf(c.progress, "realnode: pods reach the API server through pod %s (%s:6443 -> %s:%s)\n", APIForwarderPod, p.Status.PodIP, node.BridgeIP, PodAPIPort)
 	return nil
 }
