@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -139,7 +140,7 @@ func ForwardTCPFrom(ln net.Listener, target string, allow func(net.IP) bool) {
 
 func forwardConn(c net.Conn, target string) {
 	defer c.Close()
-	up, err := net.Dial("tcp", target)
+	up, err := net.DialTimeout("tcp", target, 5*time.Second)
 	if err != nil {
 		return
 	}

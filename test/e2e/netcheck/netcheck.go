@@ -172,7 +172,7 @@ func probe(ctx context.Context, kube kubernetes.Interface, p Plan, name string, 
 	for _, t := range targets {
 		args = append(args, t.Addr)
 	}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: p.Namespace, Labels: labels}, Spec: corev1.PodSpec{
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: name + "-", Namespace: p.Namespace, Labels: labels}, Spec: corev1.PodSpec{
 		RestartPolicy:                 corev1.RestartPolicyNever,
 		ServiceAccountName:            p.ServiceAccount,
 		AutomountServiceAccountToken:  ptr.To(false),
@@ -181,13 +181,14 @@ func probe(ctx context.Context, kube kubernetes.Interface, p Plan, name string, 
 			TerminationMessagePolicy: corev1.TerminationMessageReadFile}},
 	}}
 	pods := kube.CoreV1().Pods(p.Namespace)
-	if _, err := pods.Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	created, err := pods.Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
 		return nil, fmt.Errorf("netcheck: pod %s: %w", name, err)
 	}
 	defer func() {
-		_ = pods.Delete(context.WithoutCancel(ctx), name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
+		_ = pods.Delete(context.WithoutCancel(ctx), created.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
 	}()
-	got, err := realnode.WaitPod(ctx, kube, p.Namespace, name, 90*time.Second, realnode.Finished)
+	got, err := realnode.WaitPod(ctx, kube, p.Namespace, created.Name, 90*time.Second, realnode.Finished)
 	if err != nil {
 		return nil, err
 	}

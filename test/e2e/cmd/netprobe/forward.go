@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"time"
 )
 
 // forward accepts TCP on listen and copies each connection, both ways,
@@ -32,7 +33,7 @@ func forward(listen, target string) int {
 
 func pipe(c *net.TCPConn, target string) {
 	defer c.Close()
-	up, err := net.Dial("tcp", target)
+	up, err := net.DialTimeout("tcp", target, 5*time.Second)
 	if err != nil {
 		return
 	}
