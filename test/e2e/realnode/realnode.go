@@ -193,17 +193,22 @@ func (c *Cluster) waitNodeReady(ctx context.Context, timeout time.Duration) erro
 	}
 }
 
-// Stop deletes every pod through the API with a 1 s grace period and
-// waits up to 30 s for them to go: not 0, which force-deletes the object
-// at once without the kubelet, so the wait would prove nothing; with a
-// grace period the object goes only once the kubelet has stopped the pod
-// (CNI DEL and unmounts run). Then it tears the
-// host down and stops the control plane. Safe on a partly started
-// Cluster.
+// Stop stops the controllers (so nothing re-creates a pod), then deletes
+// every pod through the API with a 1 s grace period and waits up to 30 s
+// for them to go: not 0, which force-deletes the object at once without
+// the kubelet, so the wait would prove nothing; with a grace period the
+// object goes only once the kubelet has stopped the pod (CNI DEL and
+// unmounts run). Then it tears the host down and stops the control plane.
+// Safe on a partly started Cluster.
 func (c *Cluster) Stop(ctx context.Context) error {
 	oneSecond := int64(1)
 	var errs []error
 	if c.CP != nil {
+		// Nothing may re-create the pods being deleted (a Deployment's
+		// ReplicaSet, a SandboxWarmPool): stop the controllers first.
+		for _, name := range []string{"kube-controller-manager", "agent-sandbox-controller"} {
+			_ = c.CP.StopComponent(name)
+		}
 		pods := c.CP.Kube.CoreV1().Pods(metav1.NamespaceAll)
 		list, err := pods.List(ctx, metav1.ListOptions{})
 		if err == nil {
