@@ -4,18 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"strconv"
 	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/agentcustody/custody/test/e2e/tcpfwd"
 )
 
 // podAPI forwards pods' connections to the loopback-only API server.
@@ -108,52 +108,16 @@ func (cp *ControlPlane) SetKubernetesEndpoint(ctx context.Context, ip string, po
 	return nil
 }
 
-// ForwardTCP accepts TCP connections on ln and copies each, byte for
-// byte in both directions, to a new connection to target (host:port),
-// until ln is closed. Half-closes are passed on. It returns at once.
-func ForwardTCP(ln net.Listener, target string) { ForwardTCPFrom(ln, target, nil) }
-
-// ForwardTCPFrom is [ForwardTCP] for the connections whose source address
-// allow accepts (all when allow is nil); others are closed at once. A
+// ForwardTCPFrom accepts TCP connections on ln and copies each, byte for
+// byte in both directions (tcpfwd.Pipe), to target (host:port), until ln
+// is closed; a connection whose source address allow refuses is closed at
+// once (allow nil: all are served). It returns at once. A
 // forwarder on the bridge is reachable from every pod, past the
 // NetworkPolicy agent (traffic to the node's own address is not
 // forwarded traffic), so one that should serve a single forwarder pod
 // must say so.
 func ForwardTCPFrom(ln net.Listener, target string, allow func(net.IP) bool) {
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return // ln closed
-			}
-			if allow != nil {
-				a, ok := c.RemoteAddr().(*net.TCPAddr)
-				if !ok || !allow(a.IP) {
-					_ = c.Close()
-					continue
-				}
-			}
-			go forwardConn(c, target)
-		}
-	}()
-}
-
-func forwardConn(c net.Conn, target string) {
-	defer c.Close()
-	up, err := net.DialTimeout("tcp", target, 5*time.Second)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	done := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(up, c)
-		_ = up.(*net.TCPConn).CloseWrite()
-		close(done)
-	}()
-	_, _ = io.Copy(c, up)
-	_ = c.(*net.TCPConn).CloseWrite()
-	<-done
+	go func() { _ = tcpfwd.Serve(ln, target, allow) }()
 }
 
 // stop closes the listener; connections in flight end with the API

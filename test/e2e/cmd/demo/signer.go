@@ -125,16 +125,6 @@ func (s *signerScenario) run(ctx context.Context) {
 		"custody verify: "+out, "want VERIFIED")
 }
 
-func (s *signerScenario) line(id, what string, ok bool, observed, why string) {
-	if ok {
-		s.passed++
-		fmt.Printf("PASS %-3s %s: %s\n", id, what, observed)
-		return
-	}
-	s.failed++
-	fmt.Printf("FAIL %-3s %s: %s (%s)\n", id, what, observed, why)
-}
-
 func contains(list []string, s string) bool {
 	for _, v := range list {
 		if v == s {

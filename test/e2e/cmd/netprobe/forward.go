@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net"
 	"os"
-	"time"
+
+	"github.com/agentcustody/custody/test/e2e/tcpfwd"
 )
 
 // forward accepts TCP on listen and copies each connection, both ways,
@@ -21,30 +21,7 @@ func forward(listen, target string) int {
 		return 1
 	}
 	fmt.Println("forwarding", ln.Addr(), "to", target)
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "netprobe:", err)
-			return 1
-		}
-		go pipe(c.(*net.TCPConn), target)
-	}
-}
-
-func pipe(c *net.TCPConn, target string) {
-	defer c.Close()
-	up, err := net.DialTimeout("tcp", target, 5*time.Second)
-	if err != nil {
-		return
-	}
-	defer up.Close()
-	done := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(up, c)
-		_ = up.(*net.TCPConn).CloseWrite()
-		close(done)
-	}()
-	_, _ = io.Copy(c, up)
-	_ = c.CloseWrite()
-	<-done
+	err = tcpfwd.Serve(ln, target, nil)
+	fmt.Fprintln(os.Stderr, "netprobe:", err)
+	return 1
 }
