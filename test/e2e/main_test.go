@@ -2,6 +2,19 @@
 // package controlplane): a real kube-apiserver, etcd, garbage collector
 // and agent-sandbox controller, with custody talking to the API server as
 // the service account and RBAC shipped in deploy/.
+//
+// These tests keep the stand-in node (pods marked Ready, never run) on
+// purpose: they need what a real node does not give on demand — a pod
+// held in Terminating while its containers are gone
+// (TestGracefullyDeletingPodRefused), pods with forged owner references
+// that no kubelet would run (forged_test.go), kube-controller-manager
+// stopped mid-test (TestLeaseFencingAcrossPods), custody as a host
+// process with flags changed per test (rate limits, RBAC removed, several
+// replicas), and exchange floods whose timing a kubelet's CPU would
+// disturb on 2 cores. Every one of them checks custody's answer to a
+// token bound to a pod object, which is the same on either node. The
+// flows that need a pod to really run are in test/e2e/onnode, on the real
+// node.
 package e2e
 
 import (
