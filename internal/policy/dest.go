@@ -612,6 +612,16 @@ var (
 	teredo     = netip.MustParsePrefix("2001::/32")
 )
 
+// ClassifyIP classifies an IP address, as [ClassifyHost] does for its
+// literal: IPv4 addresses embedded in IPv6 (mapped, compatible, SIIT,
+// NAT64, 6to4, Teredo) are unwrapped and the stricter class is kept. The
+// egress dialer uses it on the address it is about to connect to.
+func ClassifyIP(a netip.Addr) Destination {
+	d := classifyIP(a)
+	d.Input = a.String()
+	return d
+}
+
 // classifyIP classifies an address, unwrapping IPv4 addresses embedded in
 // IPv6 (mapped, compatible, SIIT, NAT64, 6to4, Teredo).
 func classifyIP(a netip.Addr) Destination {

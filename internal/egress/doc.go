@@ -1,0 +1,23 @@
+// Package egress is custody's way out for a sandbox's own connections
+// (issue 10, part 3): tools that fetch URLs or open connections (WebFetch,
+// curl, pip, git) go through custody, which decides each destination and
+// dials it itself.
+//
+// This package so far holds the part every such path shares: [Dialer], a
+// TCP dialer that checks the address it is about to connect to — after
+// DNS, for every address tried — against the built-in destination rules
+// (policy.ClassifyIP), so a name that resolves to an internal address, or
+// re-resolves to one between a check and the dial (DNS rebinding), is
+// refused at dial time. The check runs in the socket's control hook,
+// before connect(2): no packet is sent to a refused address.
+//
+// Contract:
+//   - Allowed: addresses of kind public (global unicast), and addresses
+//     inside an operator's AllowPrefixes.
+//   - Refused with a *[DeniedError]: every other kind (metadata, loopback,
+//     private, link-local, CGNAT, ULA, multicast, unspecified), IPv4
+//     addresses embedded in IPv6 classified by the IPv4 address they
+//     carry. The error names the address, its kind and the rule id
+//     (CUSTODY-NET-METADATA or CUSTODY-NET-INTERNAL), never a credential.
+//   - Networks other than tcp, tcp4 and tcp6 are refused.
+package egress
