@@ -3,7 +3,9 @@
 // curl, pip, git) go through custody, which decides each destination and
 // dials it itself.
 //
-// This package so far holds the part every such path shares: [Dialer], a
+// It holds [Proxy], an HTTP forward proxy (plain HTTP in absolute form and
+// CONNECT tunnels, no TLS interception) that authenticates each request,
+// has it decided, and dials it with [Dialer]; and [Dialer] itself, a
 // TCP dialer that checks the address it is about to connect to — after
 // DNS, for every address tried — against the built-in destination rules
 // (policy.ClassifyIP), so a name that resolves to an internal address, or
@@ -11,7 +13,12 @@
 // refused at dial time. The check runs in the socket's control hook,
 // before connect(2): no packet is sent to a refused address.
 //
-// Contract:
+// Not yet here (issue 10 continues): the Authenticate and Decide that
+// `custody serve` gives the proxy (the custody key; a signer decision
+// recorded in the caller's run), its listener and flags, and
+// HTTP_PROXY/HTTPS_PROXY from `custody exec`.
+//
+// Dialer contract:
 //   - Allowed: addresses of kind public (global unicast), and addresses
 //     inside an operator's AllowPrefixes.
 //   - Refused with a *[DeniedError]: every other kind (metadata, loopback,

@@ -1,0 +1,252 @@
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Caller is who asks for a connection, as [Proxy.Authenticate] found it
+// (from the custody key in Proxy-Authorization).
+type Caller struct {
+	Tenant, Agent, Session string
+}
+
+// Request is one destination to decide: a CONNECT tunnel (Method
+// "CONNECT", no URL) or a plain-HTTP request (its method and absolute URL).
+type Request struct {
+	Method string
+	Host   string // as asked, without the port
+	Port   int
+	URL    string // plain HTTP only
+}
+
+// Decision is the answer to a Request.
+type Decision struct {
+	Allow   bool
+	RuleIDs []string
+}
+
+// Proxy is an HTTP forward proxy (plain-HTTP requests in absolute form,
+// and CONNECT tunnels; no TLS interception). Each request is
+// authenticated, decided, then dialled by Dialer, whose dial-time check
+// has the last word on the address actually connected to.
+//
+// Answers (text/plain, one line, never a credential):
+//   - 407 "proxy authentication required" with Proxy-Authenticate: Basic
+//     realm="custody", when Authenticate fails;
+//   - 403 "destination refused: RULE,..." when Decide denies or the
+//     dial-time check refuses the resolved address;
+//   - 400 for a request that is neither CONNECT nor absolute-form HTTP;
+//   - 502 when the destination cannot be reached; 503 when Decide fails
+//     (custody cannot check, so it refuses).
+type Proxy struct {
+	// Authenticate maps a request's Proxy-Authorization to a caller.
+	// Required.
+	Authenticate func(r *http.Request) (Caller, error)
+	// Decide decides and records one destination. Required.
+	Decide func(ctx context.Context, c Caller, req Request) (Decision, error)
+	// Dialer dials allowed destinations. Default: a zero Dialer.
+	Dialer *Dialer
+	// Log gets one line per refusal. Default slog.Default().
+	Log *slog.Logger
+}
+
+func (p *Proxy) dialer() *Dialer {
+	if p.Dialer == nil {
+		return &Dialer{}
+	}
+	return p.Dialer
+}
+
+func (p *Proxy) log() *slog.Logger {
+	if p.Log == nil {
+		return slog.Default()
+	}
+	return p.Log
+}
+
+func refuse(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Connection", "close")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, msg+"\n")
+}
+
+// ServeHTTP implements http.Handler.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req, err := destination(r)
+	if err != nil {
+		refuse(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	caller, err := p.Authenticate(r)
+	if err != nil {
+		w.Header().Set("Proxy-Authenticate", `Basic realm="custody"`)
+		refuse(w, http.StatusProxyAuthRequired, "proxy authentication required")
+		return
+	}
+	dec, err := p.Decide(r.Context(), caller, req)
+	if err != nil {
+		p.log().Warn("egress decision failed", "tenant", caller.Tenant, "agent", caller.Agent, "host", req.Host, "err", err)
+		refuse(w, http.StatusServiceUnavailable, "egress decision unavailable")
+		return
+	}
+	if !dec.Allow {
+		p.log().Info("egress refused", "tenant", caller.Tenant, "agent", caller.Agent, "host", req.Host, "port", req.Port, "rules", dec.RuleIDs)
+		refuse(w, http.StatusForbidden, "destination refused: "+strings.Join(dec.RuleIDs, ","))
+		return
+	}
+	if r.Method == http.MethodConnect {
+		p.tunnel(w, r, req)
+		return
+	}
+	p.forward(w, r, req)
+}
+
+// destination reads what r asks for.
+func destination(r *http.Request) (Request, error) {
+	if r.Method == http.MethodConnect {
+		host, port, err := splitPort(r.Host, 0)
+		if err != nil {
+			return Request{}, fmt.Errorf("CONNECT target %q: want host:port", r.Host)
+		}
+		return Request{Method: r.Method, Host: host, Port: port}, nil
+	}
+	if !r.URL.IsAbs() || r.URL.Scheme != "http" || r.URL.Host == "" {
+		return Request{}, errors.New("want CONNECT host:port or an absolute http:// URL")
+	}
+	host, port, err := splitPort(r.URL.Host, 80)
+	if err != nil {
+		return Request{}, fmt.Errorf("URL host %q: %v", r.URL.Host, err)
+	}
+	return Request{Method: r.Method, Host: host, Port: port, URL: r.URL.String()}, nil
+}
+
+// splitPort splits host[:port]; def is used when there is no port (0: a
+// port is required).
+func splitPort(hostport string, def int) (string, int, error) {
+	host, ps, err := net.SplitHostPort(hostport)
+	if err != nil {
+		if def == 0 {
+			return "", 0, err
+		}
+		host, ps = strings.Trim(hostport, "[]"), strconv.Itoa(def)
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < 1 || port > 65535 || host == "" {
+		return "", 0, errors.New("bad host or port")
+	}
+	return host, port, nil
+}
+
+// dialRefusal answers a failed dial: 403 for the dial-time check, 502
+// otherwise.
+func (p *Proxy) dialRefusal(w http.ResponseWriter, req Request, err error) {
+	var de *DeniedError
+	if errors.As(err, &de) {
+		p.log().Info("egress refused at dial time", "host", req.Host, "addr", de.Addr, "kind", de.Kind, "rule", de.Rule)
+		refuse(w, http.StatusForbidden, "destination refused: "+de.Rule)
+		return
+	}
+	refuse(w, http.StatusBadGateway, "destination unreachable")
+}
+
+func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, req Request) {
+	up, err := p.dialer().DialContext(r.Context(), "tcp", net.JoinHostPort(req.Host, strconv.Itoa(req.Port)))
+	if err != nil {
+		p.dialRefusal(w, req, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		up.Close()
+		return
+	}
+	c, brw, err := rc.Hijack()
+	if err != nil {
+		up.Close()
+		return
+	}
+	// Bytes the client sent after the CONNECT headers are already
+	// buffered.
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Reader.Peek(n)
+		if _, err := up.Write(b); err != nil {
+			up.Close()
+			c.Close()
+			return
+		}
+	}
+	pipe(c, up)
+}
+
+// pipe copies both ways until both directions end, passing half-closes
+// on, then closes both.
+func pipe(a, b net.Conn) {
+	defer a.Close()
+	defer b.Close()
+	done := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(b, a)
+		closeWrite(b)
+		close(done)
+	}()
+	_, _ = io.Copy(a, b)
+	closeWrite(a)
+	<-done
+}
+
+func closeWrite(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+}
+
+// hopHeaders are removed in both directions (RFC 9110 7.6.1), with
+// Proxy-Authorization: the custody key never leaves custody.
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request) {
+	out := r.Clone(r.Context())
+	out.RequestURI = ""
+	for _, h := range r.Header.Values("Connection") {
+		for _, name := range strings.Split(h, ",") {
+			out.Header.Del(strings.TrimSpace(name))
+		}
+	}
+	for _, h := range hopHeaders {
+		out.Header.Del(h)
+	}
+	tr := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           p.dialer().DialContext,
+		ResponseHeaderTimeout: 60 * time.Second,
+		DisableKeepAlives:     true,
+	}
+	defer tr.CloseIdleConnections()
+	resp, err := tr.RoundTrip(out)
+	if err != nil {
+		p.dialRefusal(w, req, err)
+		return
+	}
+	defer resp.Body.Close()
+	for _, h := range hopHeaders {
+		resp.Header.Del(h)
+	}
+	for k, vs := range resp.Header {
+		for _, v := range vs {
+			w.Header().Add(k, v)
+		}
+	}
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
