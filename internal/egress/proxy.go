@@ -34,6 +34,11 @@ type Decision struct {
 	RuleIDs []string
 }
 
+// ErrCaller marks a Decide error about the caller rather than the
+// destination (a run that is not the caller's, a key revoked since
+// Authenticate): the proxy answers 407 as for a failed Authenticate.
+var ErrCaller = errors.New("egress: caller refused")
+
 // Proxy is an HTTP forward proxy (plain-HTTP requests in absolute form,
 // and CONNECT tunnels; no TLS interception). Each request is
 // authenticated, decided, then dialled by Dialer, whose dial-time check
@@ -41,7 +46,8 @@ type Decision struct {
 //
 // Answers (text/plain, one line, never a credential):
 //   - 407 "proxy authentication required" with Proxy-Authenticate: Basic
-//     realm="custody", when Authenticate fails;
+//     realm="custody", when Authenticate fails or Decide's error wraps
+//     [ErrCaller];
 //   - 403 "destination refused: RULE,..." when Decide denies or the
 //     dial-time check refuses the resolved address;
 //   - 400 for a request that is neither CONNECT nor absolute-form HTTP;
@@ -80,6 +86,11 @@ func refuse(w http.ResponseWriter, status int, msg string) {
 	_, _ = io.WriteString(w, msg+"\n")
 }
 
+func authRequired(w http.ResponseWriter) {
+	w.Header().Set("Proxy-Authenticate", `Basic realm="custody"`)
+	refuse(w, http.StatusProxyAuthRequired, "proxy authentication required")
+}
+
 // ServeHTTP implements http.Handler.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, err := destination(r)
@@ -89,11 +100,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	caller, err := p.Authenticate(r)
 	if err != nil {
-		w.Header().Set("Proxy-Authenticate", `Basic realm="custody"`)
-		refuse(w, http.StatusProxyAuthRequired, "proxy authentication required")
+		authRequired(w)
 		return
 	}
 	dec, err := p.Decide(r.Context(), caller, req)
+	if errors.Is(err, ErrCaller) {
+		authRequired(w)
+		return
+	}
 	if err != nil {
 		p.log().Warn("egress decision failed", "tenant", caller.Tenant, "agent", caller.Agent, "host", req.Host, "err", err)
 		refuse(w, http.StatusServiceUnavailable, "egress decision unavailable")

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -21,11 +22,12 @@ const goodKey = "ck_test-key"
 
 // proxyFixture is a Proxy on loopback with a recording Decide.
 type proxyFixture struct {
-	url     *url.URL
-	mu      sync.Mutex
-	asked   []Request
-	deny    map[string]bool // hosts denied by Decide
-	failing bool
+	url       *url.URL
+	mu        sync.Mutex
+	asked     []Request
+	deny      map[string]bool // hosts denied by Decide
+	failing   bool
+	callerErr bool // Decide refuses the caller
 }
 
 func newProxy(t *testing.T, d *Dialer) *proxyFixture {
@@ -48,6 +50,9 @@ func newProxy(t *testing.T, d *Dialer) *proxyFixture {
 			defer f.mu.Unlock()
 			if f.failing {
 				return Decision{}, errors.New("signer down")
+			}
+			if f.callerErr {
+				return Decision{}, fmt.Errorf("run r1 is not yours: %w", ErrCaller)
 			}
 			f.asked = append(f.asked, req)
 			if f.deny[req.Host] {
@@ -192,6 +197,13 @@ func TestRefusals(t *testing.T) {
 	}
 
 	f.deny = map[string]bool{}
+	f.callerErr = true
+	resp, _ = f.client(goodKey).Get(up.URL)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusProxyAuthRequired {
+		t.Errorf("caller refused by Decide: %d, want 407", resp.StatusCode)
+	}
+	f.callerErr = false
 	f.failing = true
 	resp, _ = f.client(goodKey).Get(up.URL)
 	resp.Body.Close()
