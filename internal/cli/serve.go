@@ -192,6 +192,9 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		health.checks = append(health.checks, readinessCheck{"gateway_revocations", gw.Current})
 		servers = append(servers, &namedServer{name: "gateway", addr: cfg.GatewayListen, handler: gw.DataHandler()})
 	}
+	if cfg.EgressListen != "" && sg != nil { // Validate refuses it without the signer
+		servers = append(servers, &namedServer{name: "egress", addr: cfg.EgressListen, handler: newEgressProxy(keys, sg.current, log)})
+	}
 	if cfg.AdminTokenFile != "" || len(cfg.AdminServiceAccounts) > 0 {
 		var tok []byte
 		if cfg.AdminTokenFile != "" {

@@ -159,6 +159,10 @@ type ServeConfig struct {
 	// every listener (streamed responses are not limited). Default 60s.
 	ReadTimeout time.Duration
 
+	// EgressListen is the egress proxy's listener (package egress; see
+	// --egress-listen). Empty (the default) disables it.
+	EgressListen string
+
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
 	// LogFormat is text or json. Default text.
@@ -203,6 +207,7 @@ func Defaults() ServeConfig {
 // defaults shown in --help.
 func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "API listener (identity exchange, memory, MCP, /healthz, /readyz); sandboxes reach it")
+	fs.StringVar(&c.EgressListen, "egress-listen", c.EgressListen, "HTTP forward proxy for the sandbox's own connections (plain HTTP and CONNECT, no interception), e.g. :8869: credentials RUN:KEY (HTTP_PROXY=http://RUN:KEY@custody:8869), each request a signer decision on tool Egress recorded in that run, internal and metadata addresses refused at dial time; needs --signer; empty disables it")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "operator listener (key revocation, gateway tokens, signer approvals/bundles/trust); started only with --admin-token-file or --admin-service-accounts; never expose to sandboxes")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, "file holding the admin bearer token; empty disables the admin listener")
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "model gateway data port (/{provider}/...); sandboxes reach it; empty disables the gateway")
@@ -287,6 +292,9 @@ func (c *ServeConfig) Validate() error {
 	}
 	if !c.KubernetesAuth && c.StaticTokensFile == "" {
 		errs = append(errs, errors.New("no auth method: enable --kubernetes-auth or set --static-tokens-file"))
+	}
+	if c.EgressListen != "" && !c.Signer {
+		errs = append(errs, errors.New("--egress-listen needs the signer (--signer): every egress request is a signer decision"))
 	}
 	if c.KubernetesKeyTTL < time.Second || c.KubernetesKeyTTL > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("--kubernetes-key-ttl %v: must be between 1s and 24h", c.KubernetesKeyTTL))

@@ -99,6 +99,14 @@ func (sl *signerSlot) onBadCosignature(witness string) {
 	}
 }
 
+// current is the signer this replica runs now, or nil (standby).
+func (sl *signerSlot) current() *signer.Signer {
+	if h := sl.cur.Load(); h != nil {
+		return h.s
+	}
+	return nil
+}
+
 // writer reports whether this replica runs the signer now.
 func (sl *signerSlot) writer() bool { return sl.cur.Load() != nil }
 

@@ -11,12 +11,16 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentcustody/custody/internal/apikey"
 )
 
-// Caller is who asks for a connection, as [Proxy.Authenticate] found it
-// (from the custody key in Proxy-Authorization).
+// Caller is who asks for a connection, as [Proxy.Authenticate] found it:
+// the identity of the custody key in Proxy-Authorization and the run the
+// request is recorded in.
 type Caller struct {
-	Tenant, Agent, Session string
+	Identity apikey.Identity
+	Run      string
 }
 
 // Request is one destination to decide: a CONNECT tunnel (Method
@@ -109,12 +113,12 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		p.log().Warn("egress decision failed", "tenant", caller.Tenant, "agent", caller.Agent, "host", req.Host, "err", err)
+		p.log().Warn("egress decision failed", "tenant", caller.Identity.Tenant, "agent", caller.Identity.Agent, "host", req.Host, "err", err)
 		refuse(w, http.StatusServiceUnavailable, "egress decision unavailable")
 		return
 	}
 	if !dec.Allow {
-		p.log().Info("egress refused", "tenant", caller.Tenant, "agent", caller.Agent, "host", req.Host, "port", req.Port, "rules", dec.RuleIDs)
+		p.log().Info("egress refused", "tenant", caller.Identity.Tenant, "agent", caller.Identity.Agent, "host", req.Host, "port", req.Port, "rules", dec.RuleIDs)
 		refuse(w, http.StatusForbidden, "destination refused: "+strings.Join(dec.RuleIDs, ","))
 		return
 	}

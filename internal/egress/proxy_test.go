@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"encoding/base64"
@@ -16,6 +17,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/agentcustody/custody/internal/apikey"
 )
 
 const goodKey = "ck_test-key"
@@ -40,7 +44,7 @@ func newProxy(t *testing.T, d *Dialer) *proxyFixture {
 			if b, ok := strings.CutPrefix(v, "Basic "); ok {
 				raw, _ := base64.StdEncoding.DecodeString(b)
 				if _, pw, _ := strings.Cut(string(raw), ":"); pw == goodKey {
-					return Caller{Tenant: "agents", Agent: "run-1"}, nil
+					return Caller{Identity: apikey.Identity{Tenant: "agents", Agent: "run-1"}, Run: "r1"}, nil
 				}
 			}
 			return Caller{}, errors.New("no key")
@@ -221,5 +225,54 @@ func TestRefusals(t *testing.T) {
 	}
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the upstream was reached %d times by refused requests", n)
+	}
+}
+
+// A tunnel outlives the server's ReadTimeout (custody serves every
+// listener with one): net/http clears the deadline it set for reading the
+// CONNECT request when the connection is hijacked; this keeps it so.
+func TestTunnelOutlivesReadTimeout(t *testing.T) {
+	echo, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		c, err := echo.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err == nil {
+			_, _ = c.Write(append([]byte("echo:"), buf...))
+		}
+	}()
+	p := &Proxy{Dialer: loopbackAllowed,
+		Authenticate: func(*http.Request) (Caller, error) { return Caller{Run: "r"}, nil },
+		Decide:       func(context.Context, Caller, Request) (Decision, error) { return Decision{Allow: true}, nil },
+	}
+	srv := httptest.NewUnstartedServer(p)
+	srv.Config.ReadTimeout = 200 * time.Millisecond
+	srv.Start()
+	defer srv.Close()
+	c, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	target := echo.Addr().String()
+	_, _ = io.WriteString(c, "CONNECT "+target+" HTTP/1.1\r\nHost: "+target+"\r\n\r\n")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("CONNECT: %v %v", resp, err)
+	}
+	time.Sleep(500 * time.Millisecond) // past the server's ReadTimeout
+	_, _ = io.WriteString(c, "ping")
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	got := make([]byte, 9)
+	if _, err := io.ReadFull(br, got); err != nil || string(got) != "echo:ping" {
+		t.Fatalf("through the tunnel after the timeout: %q %v", got, err)
 	}
 }

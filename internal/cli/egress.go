@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/egress"
+	"github.com/agentcustody/custody/internal/policy"
+	"github.com/agentcustody/custody/internal/signer"
+)
+
+// EgressTool is the tool name egress decisions are recorded under; a
+// tenant policy allows destinations with rules on it (args: method, host,
+// port, and url for plain HTTP).
+const EgressTool = "Egress"
+
+// newEgressProxy is the egress proxy's glue: the proxy credentials are
+// RUN:KEY (user name the signer run to record in, password a custody
+// key, as in HTTP_PROXY=http://RUN:KEY@custody:PORT), and each request is
+// a signer decision in that run. An ask is refused (no approval wait
+// yet). Without a signer on this replica (standby) decisions fail and
+// the proxy answers 503.
+func newEgressProxy(keys *apikey.Service, current func() *signer.Signer, log *slog.Logger) *egress.Proxy {
+	return &egress.Proxy{
+		Log:    log,
+		Dialer: &egress.Dialer{},
+		Authenticate: func(r *http.Request) (egress.Caller, error) {
+			run, key, ok := proxyBasicAuth(r.Header.Get("Proxy-Authorization"))
+			if !ok || run == "" {
+				return egress.Caller{}, errors.New("egress: want Proxy-Authorization Basic RUN:KEY")
+			}
+			rec, err := keys.Verify(r.Context(), key)
+			if err != nil {
+				return egress.Caller{}, err
+			}
+			return egress.Caller{Identity: rec.Identity, Run: run}, nil
+		},
+		Decide: func(ctx context.Context, c egress.Caller, req egress.Request) (egress.Decision, error) {
+			s := current()
+			if s == nil {
+				return egress.Decision{}, errors.New("egress: no signer on this replica")
+			}
+			args := map[string]any{"method": req.Method, "host": req.Host, "port": req.Port}
+			if req.URL != "" {
+				args["url"] = req.URL
+			}
+			raw, err := json.Marshal(args)
+			if err != nil {
+				return egress.Decision{}, err
+			}
+			var id [8]byte
+			if _, err := rand.Read(id[:]); err != nil {
+				return egress.Decision{}, err
+			}
+			d, err := s.Decide(ctx, c.Identity, c.Run, signer.DecideRequest{CallID: "egress-" + hex.EncodeToString(id[:]), Tool: EgressTool, Args: raw})
+			if errors.Is(err, signer.ErrNotFound) || errors.Is(err, signer.ErrForbidden) {
+				return egress.Decision{}, fmt.Errorf("run %q: %w", c.Run, egress.ErrCaller)
+			}
+			if err != nil {
+				return egress.Decision{}, err
+			}
+			return egress.Decision{Allow: d.Effect == policy.Allow, RuleIDs: d.RuleIDs}, nil
+		},
+	}
+}
+
+// proxyBasicAuth parses "Basic base64(user:password)".
+func proxyBasicAuth(v string) (user, password string, ok bool) {
+	b, found := strings.CutPrefix(v, "Basic ")
+	if !found {
+		return "", "", false
+	}
+	raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b))
+	if err != nil {
+		return "", "", false
+	}
+	return strings.Cut(string(raw), ":")
+}

@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/egress"
+	"github.com/agentcustody/custody/internal/signer"
+	"github.com/agentcustody/custody/internal/store/sqlite"
+)
+
+// The egress glue against a real signer and key service on SQLite: the
+// proxy credentials are RUN:KEY; a public destination is allowed by the
+// tenant's rule on tool Egress, the metadata address is denied by the
+// built-in rule (and through the proxy answered 403 with the rule ids,
+// nothing dialled), a run that is not the caller's is a caller refusal
+// (407), and a replica without a signer cannot decide (503).
+func TestEgressGlue(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	pdir := filepath.Join(dir, "policies")
+	must(t, os.MkdirAll(pdir, 0o700))
+	must(t, os.WriteFile(filepath.Join(pdir, "agents.yaml"), []byte("rules:\n  - id: AGENTS-EGRESS\n    effect: allow\n    tool: Egress\n"), 0o600))
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	log := slog.New(slog.DiscardHandler)
+	keys, err := apikey.New(apikey.Options{Store: db, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Defaults()
+	cfg.DataDir, cfg.PolicyDir = filepath.Join(dir, "data"), pdir
+	s, err := newSigner(ctx, cfg, db, log, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id := apikey.Identity{Tenant: "agents", Agent: "a", Session: "p", Method: "static"}
+	minted, err := keys.Mint(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := s.Register(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.Register(ctx, apikey.Identity{Tenant: "agents", Agent: "b", Session: "q", Method: "static"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cur *signer.Signer = s
+	p := newEgressProxy(keys, func() *signer.Signer { return cur }, log)
+
+	basic := func(user, pw string) string {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw))
+	}
+	r := httptest.NewRequest("CONNECT", "http://example.com:443", nil)
+	r.Header.Set("Proxy-Authorization", basic(run.Run, minted.Key))
+	c, err := p.Authenticate(r)
+	if err != nil || c.Identity != id || c.Run != run.Run {
+		t.Fatalf("Authenticate = %+v, %v", c, err)
+	}
+	for _, bad := range []string{basic(run.Run, "ck_not-a-key"), basic("", minted.Key), "Bearer " + minted.Key, ""} {
+		r.Header.Set("Proxy-Authorization", bad)
+		if _, err := p.Authenticate(r); err == nil {
+			t.Errorf("Authenticate accepted %q", bad)
+		}
+	}
+
+	d, err := p.Decide(ctx, c, egress.Request{Method: "CONNECT", Host: "example.com", Port: 443})
+	if err != nil || !d.Allow || !slices.Contains(d.RuleIDs, "AGENTS-EGRESS") {
+		t.Errorf("public destination: %+v, %v; want allowed by AGENTS-EGRESS", d, err)
+	}
+	d, err = p.Decide(ctx, c, egress.Request{Method: "GET", Host: "169.254.169.254", Port: 80, URL: "http://169.254.169.254/latest/meta-data/"})
+	if err != nil || d.Allow || !slices.Contains(d.RuleIDs, "CUSTODY-NET-METADATA") {
+		t.Errorf("metadata destination: %+v, %v; want denied by CUSTODY-NET-METADATA", d, err)
+	}
+	if _, err := p.Decide(ctx, egress.Caller{Identity: id, Run: other.Run}, egress.Request{Method: "CONNECT", Host: "example.com", Port: 443}); !errors.Is(err, egress.ErrCaller) {
+		t.Errorf("another agent's run: %v, want ErrCaller", err)
+	}
+
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	ask := func(target, auth string) (int, string) {
+		req, _ := http.NewRequest("GET", target, nil)
+		req.Header.Set("Proxy-Authorization", auth)
+		tr := &http.Transport{Proxy: func(*http.Request) (*url.URL, error) { return url.Parse(srv.URL) }}
+		resp, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(b))
+	}
+	if code, body := ask("http://169.254.169.254/latest/meta-data/", basic(run.Run, minted.Key)); code != http.StatusForbidden || !strings.Contains(body, "CUSTODY-NET-METADATA") {
+		t.Errorf("through the proxy: %d %q, want 403 naming CUSTODY-NET-METADATA", code, body)
+	}
+	if code, _ := ask("http://169.254.169.254/", basic(other.Run, minted.Key)); code != http.StatusProxyAuthRequired {
+		t.Errorf("another agent's run through the proxy: %d, want 407", code)
+	}
+	cur = nil
+	if code, body := ask("http://169.254.169.254/", basic(run.Run, minted.Key)); code != http.StatusServiceUnavailable || strings.Contains(body, minted.Key) {
+		t.Errorf("no signer: %d %q, want 503 without the key", code, body)
+	}
+}
+
+// --egress-listen is documented, and refused without the signer.
+func TestEgressListenFlag(t *testing.T) {
+	ctx := context.Background()
+	_, help, _ := runCLI(t, ctx, envMap(nil), "", "serve", "--help")
+	if !strings.Contains(help, "--egress-listen") {
+		t.Error("serve --help lacks --egress-listen")
+	}
+	code, _, stderr := runCLI(t, ctx, envMap(nil), "", "serve", "--signer=false", "--egress-listen=127.0.0.1:0")
+	if code != 2 || !strings.Contains(stderr, "--egress-listen needs the signer") {
+		t.Errorf("without the signer: exit %d, %q; want a usage error", code, stderr)
+	}
+}
