@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/tcpfwd"
 )
 
 // Caller is who asks for a connection, as [Proxy.Authenticate] found it:
@@ -204,29 +205,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, req Request) {
 			return
 		}
 	}
-	pipe(c, up)
-}
-
-// pipe copies both ways until both directions end, passing half-closes
-// on, then closes both.
-func pipe(a, b net.Conn) {
-	defer a.Close()
-	defer b.Close()
-	done := make(chan struct{})
-	go func() {
-		_, _ = io.Copy(b, a)
-		closeWrite(b)
-		close(done)
-	}()
-	_, _ = io.Copy(a, b)
-	closeWrite(a)
-	<-done
-}
-
-func closeWrite(c net.Conn) {
-	if cw, ok := c.(interface{ CloseWrite() error }); ok {
-		_ = cw.CloseWrite()
-	}
+	tcpfwd.Join(c, up)
 }
 
 // hopHeaders are removed in both directions (RFC 9110 7.6.1), with

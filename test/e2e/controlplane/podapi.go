@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/agentcustody/custody/test/e2e/tcpfwd"
+	"github.com/agentcustody/custody/internal/tcpfwd"
 )
 
 // podAPI forwards pods' connections to the loopback-only API server.

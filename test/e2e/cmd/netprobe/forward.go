@@ -5,7 +5,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/agentcustody/custody/test/e2e/tcpfwd"
+	"github.com/agentcustody/custody/internal/tcpfwd"
 )
 
 // forward accepts TCP on listen and copies each connection, both ways,

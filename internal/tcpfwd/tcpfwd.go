@@ -1,7 +1,8 @@
-// Package tcpfwd copies TCP connections to a target, byte for byte: the
-// harness's forwarders on the node's bridge (test/e2e/controlplane) and
-// the forwarder pods' netprobe image use it. Standard library only, so
-// the netprobe image stays one small static binary.
+// Package tcpfwd copies TCP connections both ways, byte for byte: the
+// egress proxy's CONNECT tunnels (internal/egress), and in the test
+// harness the forwarders on the node's bridge (test/e2e/controlplane) and
+// the forwarder pods' netprobe image. Standard library only, so the
+// netprobe image stays one small static binary.
 package tcpfwd
 
 import (
@@ -34,29 +35,35 @@ func Serve(ln net.Listener, target string, allow func(net.IP) bool) error {
 	}
 }
 
-// Pipe dials target and copies both ways until both sides are done,
-// passing half-closes on; then it closes both connections. If the dial
-// fails, c is closed.
+// Pipe dials target and [Join]s c with it; if the dial fails, c is
+// closed.
 func Pipe(c net.Conn, target string) {
-	defer c.Close()
 	up, err := net.DialTimeout("tcp", target, DialTimeout)
 	if err != nil {
+		c.Close()
 		return
 	}
-	defer up.Close()
+	Join(c, up)
+}
+
+// Join copies a to b and b to a until both directions end, passing each
+// half-close on, then closes both.
+func Join(a, b net.Conn) {
+	defer a.Close()
+	defer b.Close()
 	done := make(chan struct{})
 	go func() {
-		_, _ = io.Copy(up, c)
-		closeWrite(up)
+		_, _ = io.Copy(b, a)
+		closeWrite(b)
 		close(done)
 	}()
-	_, _ = io.Copy(c, up)
-	closeWrite(c)
+	_, _ = io.Copy(a, b)
+	closeWrite(a)
 	<-done
 }
 
 func closeWrite(c net.Conn) {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.CloseWrite()
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
 	}
 }
