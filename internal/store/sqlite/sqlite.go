@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
@@ -48,7 +49,7 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	db.SetMaxOpenConns(8)
-	if err := db.PingContext(ctx); err != nil {
+	if err := pingOpening(ctx, db); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
@@ -59,6 +60,31 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	}
 	return d, nil
 }
+
+// pingOpening opens the first connection. Switching a new file to WAL
+// (the journal_mode pragma every connection runs) answers SQLITE_BUSY
+// at once, without the busy handler, while another process or handle is
+// doing the same; replicas starting together on one fresh data directory
+// hit that. It is retried every 20 ms for up to the busy timeout (10 s).
+func pingOpening(ctx context.Context, db *sql.DB) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := db.PingContext(ctx)
+		var coded interface{ Code() int }
+		if err == nil || !errors.As(err, &coded) || coded.Code()&0xff != sqliteBusy || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// sqliteBusy is SQLITE_BUSY, the primary result code of "database is
+// locked" (extended codes keep it in the low byte).
+const sqliteBusy = 5
 
 // Close closes the database.
 func (d *DB) Close() error { return d.db.Close() }
