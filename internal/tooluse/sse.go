@@ -59,7 +59,7 @@ func (s *sseParser) write(p []byte, emit func([]byte)) {
 func (s *sseParser) carry(b []byte) {
 	if room := s.max - len(s.line); len(b) > room {
 		b = b[:max(room, 0)]
-		s.lineOver = true
+		s.lineOver, s.malformed = true, true
 	}
 	s.line = append(s.line, b...)
 }
