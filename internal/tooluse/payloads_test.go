@@ -49,6 +49,7 @@ var anthropicSSE = sse(
 	`event: content_block_delta`+"\n"+`data: {"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"renheit\"}"}}`,
 	`event: content_block_stop`+"\n"+`data: {"type":"content_block_stop","index":1}`,
 	`event: content_block_start`+"\n"+`data: {"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_02","name":"list_files","input":{}}}`,
+	`event: content_block_delta`+"\n"+`data: {"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":""}}`,
 	`event: content_block_stop`+"\n"+`data: {"type":"content_block_stop","index":2}`,
 	`event: message_delta`+"\n"+`data: {"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":89}}`,
 	`event: message_stop`+"\n"+`data: {"type":"message_stop"}`,

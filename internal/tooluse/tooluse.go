@@ -394,6 +394,8 @@ func (s *Scanner) event(data []byte) {
 		s.responsesEvent(data)
 	case Gemini:
 		s.geminiDoc(data)
+	default:
+		s.res.Malformed = true
 	}
 }
 
@@ -451,6 +453,9 @@ func (s *Scanner) begin(key int64, id, name string, server bool) *pending {
 
 // appendArgs adds a fragment of p's arguments.
 func (s *Scanner) appendArgs(p *pending, frag []byte) {
+	if len(frag) == 0 {
+		return
+	}
 	p.gotDelta = true
 	if p.slot < 0 || p.truncated {
 		return
@@ -468,8 +473,12 @@ func (s *Scanner) setArgs(p *pending, args []byte) {
 	if p.slot < 0 {
 		return
 	}
-	p.args, p.truncated = nil, false
-	s.appendArgs(p, args)
+	p.args, p.truncated = p.args[:0], false
+	if len(args) > s.lim.MaxArgs {
+		p.truncated, p.args = true, nil
+		return
+	}
+	p.args = append(p.args, args...)
 }
 
 // appendName adds a fragment to the id and name of p (OpenAI chat
