@@ -24,6 +24,14 @@
 // ([Result.Dropped]). The Result of a body does not depend on how it was
 // split into Write calls.
 //
+// The scanner records what a provider that writes its documented format
+// sent; it is no defense against a provider hiding a tool use from it.
+// Events are read with encoding/json, which takes the last of duplicate
+// members and matches member names in any letter case, so a body written
+// to be read one way by a client and another way here could be.
+// Anthropic text and thinking deltas, most of such a stream, are
+// recognized byte for byte and not parsed.
+//
 // # Format
 //
 // The body's format is the provider API's ([FormatFor]); whether it is a
@@ -101,6 +109,7 @@ package tooluse
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 
 	"github.com/agentcustody/custody/verify"
@@ -134,7 +143,8 @@ func (f Format) String() string {
 	return "unknown"
 }
 
-// Provider kinds, as the gateway names them (gateway.KindAnthropic, ...).
+// Provider kinds, as the gateway names them (gateway.KindAnthropic,
+// ...); not imported, since the gateway imports this package.
 const (
 	kindAnthropic = "anthropic"
 	kindOpenAI    = "openai"
@@ -203,6 +213,12 @@ const (
 	DefaultMaxArgs = 256 << 10
 	DefaultMaxJSON = 8 << 20
 )
+
+// maxOpenDropped bounds the uses beyond MaxUses followed at once (so
+// that their fragments are not counted as further uses): beyond it, each
+// new one is counted in Dropped without being followed, and the Result is
+// Malformed.
+const maxOpenDropped = 1024
 
 // maxName bounds a use's id and name and the model and stop reason: a
 // longer one is cut to this many bytes (and the use marked Malformed).
@@ -283,8 +299,9 @@ type Result struct {
 	Complete bool
 }
 
-// A Scanner extracts a [Result] from a response body written to it. It
-// is not safe for concurrent use.
+// A Scanner extracts a [Result] from a response body written to it (it
+// is an [io.Writer]). It is not safe for concurrent use: the one
+// goroutine passing the body on writes to it and then calls Result.
 type Scanner struct {
 	f      Format
 	lim    Limits
@@ -292,7 +309,7 @@ type Scanner struct {
 	js     *jsonFramer // nil for an event stream
 	res    Result
 	open   map[int64]*pending // uses whose arguments are still streaming
-	order  []int64            // keys of open in the order they began
+	nDrop  int                // entries of open that are dropped uses
 	done   bool
 	state  formatState
 	parsed bool // a document or event was handled
@@ -338,6 +355,8 @@ func NewScanner(f Format, contentType string, l Limits) *Scanner {
 	}
 	return s
 }
+
+var _ io.Writer = (*Scanner)(nil)
 
 // Write consumes the next bytes of the body. It never returns an error
 // and always returns len(p); after [Scanner.Result] it ignores p.
@@ -434,6 +453,13 @@ func (s *Scanner) begin(key int64, id, name string, server bool) *pending {
 		s.finish(key, old, true)
 	}
 	p := &pending{slot: -1}
+	if len(s.res.Uses) >= s.lim.MaxUses && s.nDrop >= maxOpenDropped {
+		// Too many dropped uses open at once to tell a new one from a
+		// fragment of an earlier one: counted, not followed.
+		s.res.Dropped++
+		s.res.Malformed = true
+		return p
+	}
 	if len(s.res.Uses) < s.lim.MaxUses {
 		p.slot = len(s.res.Uses)
 		u := Use{Server: server}
@@ -442,12 +468,12 @@ func (s *Scanner) begin(key int64, id, name string, server bool) *pending {
 		s.res.Uses = append(s.res.Uses, u)
 	} else {
 		s.res.Dropped++
+		s.nDrop++
 	}
 	if s.open == nil {
 		s.open = make(map[int64]*pending)
 	}
 	s.open[key] = p
-	s.order = append(s.order, key)
 	return p
 }
 
@@ -496,10 +522,8 @@ func (s *Scanner) appendName(p *pending, id, name string) {
 // completed.
 func (s *Scanner) finish(key int64, p *pending, cut bool) {
 	delete(s.open, key)
-	if i := indexOf(s.order, key); i >= 0 {
-		s.order = append(s.order[:i], s.order[i+1:]...)
-	}
 	if p.slot < 0 {
+		s.nDrop--
 		return
 	}
 	args := p.args
@@ -509,19 +533,19 @@ func (s *Scanner) finish(key int64, p *pending, cut bool) {
 	s.setUse(p.slot, args, p.truncated, p.malformed || cut, p.str)
 }
 
-// finishAll finishes every open use, in the order they began.
+// finishAll finishes every open use. (The order does not matter: each
+// use has its place in Uses since it began.)
 func (s *Scanner) finishAll(cut bool) {
-	for len(s.order) > 0 {
-		k := s.order[0]
-		s.finish(k, s.open[k], cut)
+	for k, p := range s.open {
+		s.finish(k, p, cut)
 	}
 }
 
 // finishIf finishes the open uses whose key satisfies match.
 func (s *Scanner) finishIf(match func(int64) bool) {
-	for _, k := range append([]int64(nil), s.order...) {
+	for k, p := range s.open {
 		if match(k) {
-			s.finish(k, s.open[k], false)
+			s.finish(k, p, false)
 		}
 	}
 }
@@ -615,15 +639,6 @@ func (s *Scanner) setError(e string) {
 	if e != "" {
 		s.res.Error, _ = clip(e, false)
 	}
-}
-
-func indexOf(ks []int64, k int64) int {
-	for i, x := range ks {
-		if x == k {
-			return i
-		}
-	}
-	return -1
 }
 
 // apiError is the error member of an error body or event, in any of the

@@ -554,3 +554,26 @@ func TestNeverFails(t *testing.T) {
 		}
 	}
 }
+
+// TestManyOpenUses checks that a stream opening endless tool calls
+// without ending them keeps a bounded number of them.
+func TestManyOpenUses(t *testing.T) {
+	s := NewScanner(OpenAIChat, ctSSE, Limits{MaxUses: 2})
+	const n = 5000
+	for i := range n {
+		fmt.Fprintf(s, "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%d,\"id\":\"c%d\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n", i, i)
+	}
+	if len(s.open) > 2+maxOpenDropped {
+		t.Errorf("%d uses open, want at most %d", len(s.open), 2+maxOpenDropped)
+	}
+	s.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"))
+	r := s.Result()
+	if len(r.Uses) != 2 || r.Dropped != n-2 || !r.Malformed || !r.Complete {
+		t.Errorf("Result() = %s, want 2 uses, %d dropped, Malformed and Complete", show(r), n-2)
+	}
+	for _, u := range r.Uses {
+		if string(u.Args) != "{}" {
+			t.Errorf("use %+v, want Args {}", u)
+		}
+	}
+}
