@@ -2,6 +2,7 @@ package tooluse
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -49,6 +50,58 @@ func FuzzScanner(f *testing.F) {
 			}
 			if len(u.ID) > maxName || len(u.Name) > maxName {
 				t.Errorf("use id or name over %d bytes", maxName)
+			}
+		}
+	})
+}
+
+// FuzzSkip checks that an event the scanner skips unparsed (a text
+// delta) is one whose parsing would have had no effect.
+func FuzzSkip(f *testing.F) {
+	for _, bb := range benchBodies() {
+		for _, line := range strings.Split(string(bb.body), "\n") {
+			if d, ok := strings.CutPrefix(line, "data: "); ok && len(d) < 2000 {
+				f.Add([]byte(d))
+			}
+		}
+	}
+	f.Add([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm\u00e9\n"}}`))
+	f.Add([]byte(`{"id":"c","choices":[{"index":0,"delta":{"content":null,"role":"assistant","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}`))
+	f.Add([]byte(`{ "type" : "response.refusal.delta" , "logprobs" : [ ] , "delta" : "no" }`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if isAnthTextDelta(data) {
+			var e anthEvent
+			if err := json.Unmarshal(data, &e); err != nil {
+				t.Fatalf("isAnthTextDelta(%q), but it does not parse: %v", data, err)
+			}
+			if e.Type != "content_block_delta" || e.Index == nil || e.Delta == nil ||
+				e.Delta.Type != "text_delta" && e.Delta.Type != "thinking_delta" ||
+				e.Message != nil || e.ContentBlock != nil || e.Usage != nil || e.Error != nil {
+				t.Fatalf("isAnthTextDelta(%q), but it parses as %+v", data, e)
+			}
+		}
+		if chatTextChunk.matches(data) {
+			var r chatResponse
+			if err := json.Unmarshal(data, &r); err != nil {
+				t.Fatalf("chatTextChunk matches %q, but it does not parse: %v", data, err)
+			}
+			if r.Usage != nil || r.Error != nil {
+				t.Fatalf("chatTextChunk matches %q, but it parses as %+v", data, r)
+			}
+			for _, c := range r.Choices {
+				if c.FinishReason != nil || c.Message != nil || c.Delta != nil && (c.Delta.ToolCalls != nil || c.Delta.FunctionCall != nil) {
+					t.Fatalf("chatTextChunk matches %q, but it parses as %+v", data, r)
+				}
+			}
+		}
+		if respTextDelta.matches(data) {
+			var e respEvent
+			if err := json.Unmarshal(data, &e); err != nil {
+				t.Fatalf("respTextDelta matches %q, but it does not parse: %v", data, err)
+			}
+			if !strings.HasSuffix(e.Type, ".delta") || strings.Contains(e.Type, "call") ||
+				e.Item != nil || e.Response != nil || e.Error != nil || e.Arguments != nil || e.Input != nil || e.Code != nil {
+				t.Fatalf("respTextDelta matches %q, but it parses as %+v", data, e)
 			}
 		}
 	})

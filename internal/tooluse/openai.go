@@ -118,6 +118,9 @@ func (s *Scanner) chatEvent(data []byte) {
 		s.res.Complete = true
 		return
 	}
+	if s.res.Model != "" && chatTextChunk.matches(data) {
+		return
+	}
 	var r chatResponse
 	if !s.unmarshal(data, &r) {
 		return

@@ -129,6 +129,9 @@ func (s *Scanner) addRespItem(it *respItem) {
 
 // responsesEvent handles one Responses API stream event.
 func (s *Scanner) responsesEvent(data []byte) {
+	if respTextDelta.matches(data) {
+		return
+	}
 	var e respEvent
 	if !s.unmarshal(data, &e) {
 		return

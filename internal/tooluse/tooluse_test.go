@@ -577,3 +577,53 @@ func TestManyOpenUses(t *testing.T) {
 		}
 	}
 }
+
+func TestSkippedShapes(t *testing.T) {
+	const chat = `{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"hi"},"logprobs":null,"finish_reason":null}],"usage":null}`
+	for _, tc := range []struct {
+		name string
+		s    *shape
+		data string
+		want bool
+	}{
+		{"chat text", chatTextChunk, chat, true},
+		{"chat text spaced", chatTextChunk, " { \"choices\" : [ { \"delta\" : { \"role\" : \"assistant\" , \"content\" : null } } ] }\r\n", true},
+		{"chat tool call", chatTextChunk, strings.Replace(chat, `"content":"hi"`, `"tool_calls":[]`, 1), false},
+		{"chat finish", chatTextChunk, strings.Replace(chat, `"finish_reason":null`, `"finish_reason":"stop"`, 1), false},
+		{"chat usage", chatTextChunk, strings.Replace(chat, `"usage":null`, `"usage":{}`, 1), false},
+		{"chat duplicate member", chatTextChunk, strings.Replace(chat, `"usage":null`, `"usage":null,"usage":null`, 1), false},
+		{"chat member in other case", chatTextChunk, strings.Replace(chat, `"content":"hi"`, `"Content":"hi"`, 1), false},
+		{"chat escaped member name", chatTextChunk, strings.Replace(chat, `"content":"hi"`, `"conten\u0074":"hi"`, 1), false},
+		{"chat trailing garbage", chatTextChunk, chat + "x", false},
+		{"chat two values", chatTextChunk, chat + chat, false},
+		{"chat bad string", chatTextChunk, strings.Replace(chat, `"hi"`, `"h\qi"`, 1), false},
+		{"chat leading zero", chatTextChunk, strings.Replace(chat, `"created":1`, `"created":01`, 1), false},
+		{"chat float", chatTextChunk, strings.Replace(chat, `"created":1`, `"created":1.5`, 1), false},
+		{"chat no choices", chatTextChunk, strings.Replace(chat, `[{"index":0,"delta":{"content":"hi"},"logprobs":null,"finish_reason":null}]`, `[]`, 1), false},
+		{"chat cut", chatTextChunk, chat[:len(chat)-1], false},
+		{"responses text", respTextDelta, `{"type":"response.output_text.delta","sequence_number":3,"item_id":"msg_1","output_index":0,"content_index":0,"delta":"In","logprobs":[]}`, true},
+		{"responses arguments", respTextDelta, `{"type":"response.function_call_arguments.delta","sequence_number":3,"item_id":"fc_1","output_index":0,"delta":"{"}`, false},
+		{"responses no type", respTextDelta, `{"delta":"x"}`, false},
+		{"responses logprobs", respTextDelta, `{"type":"response.output_text.delta","delta":"x","logprobs":[{"token":"x"}]}`, false},
+	} {
+		if got := tc.s.matches([]byte(tc.data)); got != tc.want {
+			t.Errorf("%s: matches(%q) = %v, want %v", tc.name, tc.data, got, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		data string
+		want bool
+	}{
+		{`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hello \"x\" \u00e9"}}`, true},
+		{`{"type":"content_block_delta","index":12,"delta":{"type":"thinking_delta","thinking":""}}`, true},
+		{`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{"}}`, false},
+		{`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a"},"delta":{"type":"input_json_delta","partial_json":"{"}}`, false},
+		{`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a","type":"input_json_delta"}}`, false},
+		{`{"type":"content_block_delta","index":01,"delta":{"type":"text_delta","text":"a"}}`, false},
+		{`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a}}`, false},
+	} {
+		if got := isAnthTextDelta([]byte(tc.data)); got != tc.want {
+			t.Errorf("isAnthTextDelta(%q) = %v, want %v", tc.data, got, tc.want)
+		}
+	}
+}
