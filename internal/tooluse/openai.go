@@ -133,11 +133,7 @@ func (s *Scanner) chatEvent(data []byte) {
 	for _, c := range r.Choices {
 		if d := c.Delta; d != nil {
 			for _, tc := range d.ToolCalls {
-				if tc.Index == nil {
-					s.res.Malformed = true
-					continue
-				}
-				k := chatKey(c.Index, *tc.Index)
+				k := s.chatCallKey(c.Index, tc.Index, tc.ID)
 				p, ok := s.open[k]
 				if !ok {
 					p = s.begin(k, "", "", false)
@@ -172,6 +168,31 @@ func (s *Scanner) chatEvent(data []byte) {
 			s.finishIf(func(k int64) bool { return k>>32 == choice })
 		}
 	}
+}
+
+// chatCallKey is the key of a streamed tool call delta in choice. Some
+// compatible APIs (Ollama, Gemini's) send tool calls without an index: a
+// delta without one continues the last such call of its choice, unless it
+// has an id of its own, which starts a new call.
+func (s *Scanner) chatCallKey(choice int64, index *int64, id string) int64 {
+	if index != nil {
+		return chatKey(choice, *index)
+	}
+	k, ok := s.state.chatNoIndex[choice]
+	if ok {
+		if p := s.open[k]; p == nil || id != "" && p.slot >= 0 && s.res.Uses[p.slot].ID != id {
+			ok = false
+		}
+	}
+	if !ok {
+		s.state.chatSynth++
+		k = chatKey(choice, -1-s.state.chatSynth) // below -1, the legacy function_call
+		if s.state.chatNoIndex == nil || len(s.state.chatNoIndex) >= maxOpenDropped {
+			s.state.chatNoIndex = make(map[int64]int64) // bounded: choices are few
+		}
+		s.state.chatNoIndex[choice] = k
+	}
+	return k
 }
 
 // chatFragment appends an arguments fragment, a JSON string; anything

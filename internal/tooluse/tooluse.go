@@ -29,8 +29,9 @@
 // Events are read with encoding/json, which takes the last of duplicate
 // members and matches member names in any letter case, so a body written
 // to be read one way by a client and another way here could be.
-// Anthropic text and thinking deltas, most of such a stream, are
-// recognized byte for byte and not parsed.
+// Text deltas, most of a stream, are recognized byte for byte (Anthropic
+// text and thinking deltas, chat completion chunks with only content,
+// Responses text delta events; see shape.go) and not parsed.
 //
 // # Format
 //
@@ -66,8 +67,11 @@
 //	         where arguments is a string holding JSON (an object is taken too)
 //	  SSE    data: {"model","choices":[{"index","finish_reason","delta":{"tool_calls":
 //	         [{"index","id","function":{"name","arguments"}}]}}],"usage"} with the
-//	         string fields of a tool call appended per (choice index, tool call
-//	         index), as the SDKs accumulate them; a choice's calls end at its
+//	         arguments of a tool call appended per (choice index, tool call
+//	         index), as the SDKs accumulate them (id and name too, unless a
+//	         delta repeats them whole); a delta without an index (Ollama,
+//	         Gemini's compatibility API) continues the choice's last such call
+//	         unless its id starts a new one; a choice's calls end at its
 //	         finish_reason; data: [DONE] (Complete)
 //	  The legacy function_call is a use without an id. A tool call of type
 //	  "custom" ({"custom":{"name","input"}}) is a use whose Args is its
@@ -317,8 +321,11 @@ type Scanner struct {
 
 // formatState is per-format stream state.
 type formatState struct {
-	anthStarted map[int64]bool // Anthropic: indexes with input deltas
-	lastFinish  bool           // Gemini: the last response had a finishReason
+	lastFinish bool // Gemini: the last response had a finishReason
+	// OpenAI chat: the key of the last tool call streamed without an
+	// index, per choice, and how many there were.
+	chatNoIndex map[int64]int64
+	chatSynth   int64
 }
 
 // pending is a use whose arguments are still arriving.
@@ -507,15 +514,23 @@ func (s *Scanner) setArgs(p *pending, args []byte) {
 	p.args = append(p.args, args...)
 }
 
-// appendName adds a fragment to the id and name of p (OpenAI chat
-// streams them in fragments like the arguments).
+// appendName adds to the id and name of p (OpenAI chat streams them in
+// deltas like the arguments): a fragment is appended, as the Python SDK
+// accumulates them, unless it repeats the whole value so far (some
+// compatible APIs repeat them in every delta).
 func (s *Scanner) appendName(p *pending, id, name string) {
 	if p.slot < 0 {
 		return
 	}
 	u := &s.res.Uses[p.slot]
-	u.ID, p.malformed = clip(u.ID+id, p.malformed)
-	u.Name, p.malformed = clip(u.Name+name, p.malformed)
+	add := func(v, frag string) string {
+		if v == frag {
+			return v
+		}
+		v, p.malformed = clip(v+frag, p.malformed)
+		return v
+	}
+	u.ID, u.Name = add(u.ID, id), add(u.Name, name)
 }
 
 // finish ends the open use under key; cut says its arguments never

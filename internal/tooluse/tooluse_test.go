@@ -321,7 +321,30 @@ var scanCases = []scanCase{
 	{
 		name: "garbage sse", f: OpenAIChat, ct: ctSSE, ends: true,
 		body: "HTTP/1.1 200 OK\n\x00\xff\xfe\ndata: {not json\n\ndata: {\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}}]}\n\n",
-		want: Result{Model: "m", Malformed: true, Stream: true},
+		want: Result{Uses: []Use{{Malformed: true}}, Model: "m", Malformed: true, Stream: true},
+	},
+	{
+		name: "openai chat sse without tool call index", f: OpenAIChat, ct: ctSSE, ends: true,
+		// Ollama: whole calls, several in one delta, no index.
+		body: sse(
+			`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model":"qwen3","choices":[{"index":0,"delta":{"role":"assistant","content":"","tool_calls":[`+
+				`{"id":"call_a","type":"function","function":{"name":"ls","arguments":"{\"dir\":\"/\"}"}},`+
+				`{"id":"call_b","type":"function","function":{"name":"cat","arguments":"{\"file\":\"/etc/hosts\"}"}}]},"finish_reason":null}]}`,
+			// Gemini's OpenAI compatibility: a call, then its arguments
+			// without index or id, and a repeated name.
+			`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"id":"call_c","type":"function","function":{"name":"grep","arguments":"{\"pattern\":"}}]}}]}`,
+			`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"function":{"name":"grep","arguments":"\"x\"}"}}]}}]}`,
+			`data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`,
+			`data: [DONE]`,
+		),
+		want: Result{
+			Uses: []Use{
+				{ID: "call_a", Name: "ls", Args: args(`{"dir":"/"}`)},
+				{ID: "call_b", Name: "cat", Args: args(`{"file":"/etc/hosts"}`)},
+				{ID: "call_c", Name: "grep", Args: args(`{"pattern":"x"}`)},
+			},
+			Model: "qwen3", StopReason: "tool_calls", Stream: true, Complete: true,
+		},
 	},
 	{
 		name: "sse details", f: OpenAIChat, ct: ctSSE, ends: true,
