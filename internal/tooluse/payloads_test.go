@@ -122,7 +122,12 @@ const responsesJSON = `{
     {"type": "custom_tool_call", "id": "ctc_1", "call_id": "call_99", "name": "code_exec",
      "input": "print(\"hello world\")", "status": "completed"},
     {"type": "mcp_call", "id": "mcp_1", "server_label": "deepwiki", "name": "ask_question",
-     "arguments": "{\"repoName\":\"modelcontextprotocol/modelcontextprotocol\"}", "output": "..."}
+     "arguments": "{\"repoName\":\"modelcontextprotocol/modelcontextprotocol\"}", "output": "..."},
+    {"type": "web_search_call", "id": "ws_1", "status": "completed", "action": {"type": "search", "query": "x"}},
+    {"type": "local_shell_call", "id": "lsh_1", "call_id": "call_ls", "status": "completed",
+     "action": {"type": "exec", "command": ["ls", "-la"], "env": {}, "working_directory": "/tmp", "timeout_ms": null, "user": null}},
+    {"type": "apply_patch_call", "id": "apc_1", "call_id": "call_ap", "status": "completed",
+     "operation": {"type": "update_file", "path": "main.go", "diff": "@@\n-a\n+b\n"}}
   ],
   "usage": {"input_tokens": 291, "input_tokens_details": {"cached_tokens": 128},
             "output_tokens": 23, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 314}
@@ -143,7 +148,9 @@ var responsesSSE = sse(
 	`event: response.custom_tool_call_input.delta`+"\n"+`data: {"type":"response.custom_tool_call_input.delta","sequence_number":11,"item_id":"ctc_1","output_index":2,"delta":"*** Begin Patch\n"}`,
 	`event: response.custom_tool_call_input.delta`+"\n"+`data: {"type":"response.custom_tool_call_input.delta","sequence_number":12,"item_id":"ctc_1","output_index":2,"delta":"*** End Patch"}`,
 	`event: response.output_item.done`+"\n"+`data: {"type":"response.output_item.done","sequence_number":13,"output_index":2,"item":{"id":"ctc_1","type":"custom_tool_call","status":"completed","input":"*** Begin Patch\n*** End Patch","call_id":"call_2","name":"apply_patch"}}`,
-	`event: response.completed`+"\n"+`data: {"type":"response.completed","sequence_number":14,"response":{"id":"resp_1","object":"response","status":"completed","model":"gpt-4.1-2025-04-14","output":[],"usage":{"input_tokens":37,"input_tokens_details":{"cached_tokens":0},"output_tokens":11,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":48}}}`,
+	`event: response.output_item.added`+"\n"+`data: {"type":"response.output_item.added","sequence_number":14,"output_index":3,"item":{"id":"sh_1","type":"shell_call","status":"in_progress","call_id":"call_3","action":{"commands":[]}}}`,
+	`event: response.output_item.done`+"\n"+`data: {"type":"response.output_item.done","sequence_number":15,"output_index":3,"item":{"id":"sh_1","type":"shell_call","status":"completed","call_id":"call_3","action":{"commands":["git status"],"timeout_ms":120000,"max_output_length":4096}}}`,
+	`event: response.completed`+"\n"+`data: {"type":"response.completed","sequence_number":16,"response":{"id":"resp_1","object":"response","status":"completed","model":"gpt-4.1-2025-04-14","output":[],"usage":{"input_tokens":37,"input_tokens_details":{"cached_tokens":0},"output_tokens":11,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":48}}}`,
 )
 
 const geminiJSON = `{

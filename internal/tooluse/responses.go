@@ -3,6 +3,7 @@ package tooluse
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 )
 
 // respResponse is an OpenAI Responses API response object.
@@ -24,6 +25,8 @@ type respItem struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
 	Input     *string         `json:"input"`
+	Action    json.RawMessage `json:"action"`    // local_shell_call, shell_call, computer_call
+	Operation json.RawMessage `json:"operation"` // apply_patch_call
 }
 
 type respUsage struct {
@@ -47,19 +50,46 @@ type respEvent struct {
 	Error       *apiError       `json:"error"`
 }
 
-// respUseKind says whether an output item of type t is a use, whether
-// the provider runs it, and whether its arguments are a free-form string
-// ("input") rather than JSON ("arguments").
-func respUseKind(t string) (use, server, str bool) {
+// Kinds of Responses output items that are uses.
+const (
+	respNone    = iota
+	respJSON    // "arguments", a string holding JSON: function_call, mcp_call
+	respString  // "input", a free-form string: custom_tool_call
+	respBuiltin // "action" or "operation", an object, given whole in output_item.done
+)
+
+// respUseKind says whether an output item of type t is a use, of which
+// kind, and whether the provider runs it.
+func respUseKind(t string) (kind int, server bool) {
 	switch t {
 	case "function_call":
-		return true, false, false
+		return respJSON, false
 	case "custom_tool_call":
-		return true, false, true
+		return respString, false
 	case "mcp_call":
-		return true, true, false
+		return respJSON, true
+	case "local_shell_call", "shell_call", "apply_patch_call", "computer_call":
+		return respBuiltin, false
 	}
-	return false, false, false
+	return respNone, false
+}
+
+// name is the tool name of item: its name, or for a built-in tool the
+// item type without "_call" ("local_shell", "apply_patch").
+func (it *respItem) name() string {
+	if k, _ := respUseKind(it.Type); k == respBuiltin {
+		return strings.TrimSuffix(it.Type, "_call")
+	}
+	return it.Name
+}
+
+// builtinArgs are a built-in tool call's arguments: its action, or its
+// operation.
+func (it *respItem) builtinArgs() json.RawMessage {
+	if len(it.Action) > 0 && string(it.Action) != "null" {
+		return it.Action
+	}
+	return it.Operation
 }
 
 // id is the id a client answers an item with: call_id, or for an
@@ -108,15 +138,17 @@ func (s *Scanner) responsesBody(data []byte) {
 
 // addRespItem records a whole output item, if it is a use.
 func (s *Scanner) addRespItem(it *respItem) {
-	use, server, str := respUseKind(it.Type)
-	switch {
-	case !use:
-	case str:
+	kind, server := respUseKind(it.Type)
+	switch kind {
+	case respNone:
+	case respString:
 		in := ""
 		if it.Input != nil {
 			in = *it.Input
 		}
 		s.addUse(it.id(), it.Name, server, []byte(in), true)
+	case respBuiltin:
+		s.addUse(it.id(), it.name(), server, it.builtinArgs(), false)
 	default:
 		args, ok := jsonArgs(it.Arguments)
 		if !ok {
@@ -148,9 +180,10 @@ func (s *Scanner) responsesEvent(data []byte) {
 			s.res.Malformed = true
 			return
 		}
-		if use, server, str := respUseKind(e.Item.Type); use {
-			p := s.begin(*e.OutputIndex, e.Item.id(), e.Item.Name, server)
-			p.str = str
+		if kind, server := respUseKind(e.Item.Type); kind != respNone {
+			p := s.begin(*e.OutputIndex, e.Item.id(), e.Item.name(), server)
+			p.str = kind == respString
+			p.builtin = kind == respBuiltin
 		}
 	case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta",
 		"response.mcp_call_arguments.delta":
@@ -175,11 +208,14 @@ func (s *Scanner) responsesEvent(data []byte) {
 			s.addRespItem(e.Item) // a use never announced as added
 			return
 		}
-		if p.str {
+		switch {
+		case p.builtin:
+			s.setArgs(p, e.Item.builtinArgs())
+		case p.str:
 			if e.Item.Input != nil {
 				s.setArgs(p, []byte(*e.Item.Input))
 			}
-		} else if len(e.Item.Arguments) > 0 {
+		case len(e.Item.Arguments) > 0:
 			s.respFragment(p, e.Item.Arguments, true)
 		}
 		s.finish(*e.OutputIndex, p, false)

@@ -90,6 +90,12 @@
 //	         {"response"} (Complete); error {"code"}
 //	  Items of type custom_tool_call ("input", a free-form string) are uses
 //	  with Args a JSON string; mcp_call items are uses with Server set.
+//	  The built-in tools the client runs are uses named by their item type
+//	  without "_call", with Args their "action" (local_shell_call,
+//	  shell_call, computer_call) or "operation" (apply_patch_call), taken
+//	  from output_item.done. Calls of built-in tools the provider runs
+//	  (web_search_call, file_search_call, code_interpreter_call,
+//	  image_generation_call) are not uses.
 //
 //	Gemini (models/*:generateContent, models/*:streamGenerateContent)
 //	  JSON   {"modelVersion","usageMetadata":{"promptTokenCount","candidatesTokenCount",
@@ -98,7 +104,8 @@
 //	         or, streamed without alt=sse, a JSON array of such objects
 //	  SSE    data: {...} each a whole GenerateContentResponse
 //	  A functionCall part is a whole use (absent args are {}); one carrying
-//	  Vertex AI's partialArgs is Malformed. Each usageMetadata replaces the
+//	  Vertex AI's partialArgs is Malformed. executableCode parts (code the
+//	  provider runs) are not uses. Each usageMetadata replaces the
 //	  earlier one. The stream is Complete when its last response has a
 //	  finishReason.
 //
@@ -337,6 +344,7 @@ type pending struct {
 	truncated bool
 	malformed bool
 	str       bool // the arguments are a free-form string, Args its JSON string
+	builtin   bool // Responses built-in tool: arguments only from output_item.done
 }
 
 // NewScanner returns a Scanner for a body of format f whose Content-Type

@@ -183,6 +183,8 @@ var scanCases = []scanCase{
 				{ID: "call_12345xyz", Name: "get_weather", Args: args(`{"location":"Paris, France"}`)},
 				{ID: "call_99", Name: "code_exec", Args: args(`"print(\"hello world\")"`)},
 				{ID: "mcp_1", Name: "ask_question", Args: args(`{"repoName":"modelcontextprotocol/modelcontextprotocol"}`), Server: true},
+				{ID: "call_ls", Name: "local_shell", Args: args(`{"command":["ls","-la"],"env":{},"timeout_ms":null,"type":"exec","user":null,"working_directory":"/tmp"}`)},
+				{ID: "call_ap", Name: "apply_patch", Args: args(`{"diff":"@@\n-a\n+b\n","path":"main.go","type":"update_file"}`)},
 			},
 			Usage: Usage{InputTokens: 291, OutputTokens: 23, CacheReadTokens: 128}, HasUsage: true,
 			Model: "gpt-4.1-2025-04-14", StopReason: "completed", Complete: true,
@@ -194,6 +196,7 @@ var scanCases = []scanCase{
 			Uses: []Use{
 				{ID: "call_1", Name: "get_weather", Args: args(`{"location":"Paris"}`)},
 				{ID: "call_2", Name: "apply_patch", Args: args(`"*** Begin Patch\n*** End Patch"`)},
+				{ID: "call_3", Name: "shell", Args: args(`{"commands":["git status"],"max_output_length":4096,"timeout_ms":120000}`)},
 			},
 			Usage: Usage{InputTokens: 37, OutputTokens: 11}, HasUsage: true,
 			Model: "gpt-4.1-2025-04-14", StopReason: "completed", Stream: true, Complete: true,
