@@ -20,7 +20,7 @@ func FuzzScanner(f *testing.F) {
 		if stream {
 			ct = ctSSE
 		}
-		lim := Limits{MaxUses: 3, MaxArgs: 64, MaxJSON: 512}
+		lim := Limits{MaxUses: 1 + int(seed%4), MaxArgs: 16 + int(seed>>2%1024), MaxJSON: 128 + int(seed>>12%4096)}
 		whole := NewScanner(fm, ct, lim)
 		whole.Write(body)
 		want := whole.Result()

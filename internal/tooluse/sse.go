@@ -18,6 +18,11 @@ type sseParser struct {
 	hasData   bool
 	over      bool // the current event's data is over max: skip it
 	malformed bool
+	// jsonLines: a line starting with "{" (a field named by the whole
+	// line, which the standard ignores) is passed to emit as it is. The
+	// Gemini SDKs read such a line as an error response, and the gateway
+	// ends a Gemini stream it cuts with one.
+	jsonLines bool
 }
 
 // write consumes p, calling emit with each dispatched event's data. The
@@ -82,6 +87,10 @@ func (s *sseParser) handleLine(line []byte, emit func([]byte)) {
 	}
 	if len(line) > 0 && line[0] == ':' {
 		return // a comment
+	}
+	if s.jsonLines && len(line) > 0 && line[0] == '{' && !over {
+		emit(line) // a JSON line outside any field (see sseParser.jsonLines)
+		return
 	}
 	field, value := line, []byte(nil)
 	if i := bytes.IndexByte(line, ':'); i >= 0 {

@@ -102,7 +102,8 @@
 //	         "thoughtsTokenCount","cachedContentTokenCount"},"candidates":[{"finishReason",
 //	         "content":{"parts":[{"functionCall":{"id","name","args":{...}}}]}}]}
 //	         or, streamed without alt=sse, a JSON array of such objects
-//	  SSE    data: {...} each a whole GenerateContentResponse
+//	  SSE    data: {...} each a whole GenerateContentResponse; a line that is
+//	         a JSON object, not a field ({"error":{...}}), is read as a response
 //	  A functionCall part is a whole use (absent args are {}); one carrying
 //	  Vertex AI's partialArgs is Malformed. executableCode parts (code the
 //	  provider runs) are not uses. Each usageMetadata replaces the
@@ -363,7 +364,7 @@ func NewScanner(f Format, contentType string, l Limits) *Scanner {
 	s := &Scanner{f: f, lim: l}
 	ct, _, _ := strings.Cut(contentType, ";")
 	if strings.EqualFold(strings.TrimSpace(ct), "text/event-stream") {
-		s.sse = &sseParser{max: l.MaxJSON, first: true}
+		s.sse = &sseParser{max: l.MaxJSON, first: true, jsonLines: f == Gemini}
 		s.res.Stream = true
 	} else {
 		s.js = &jsonFramer{max: l.MaxJSON, array: f == Gemini}

@@ -245,6 +245,14 @@ var scanCases = []scanCase{
 		},
 	},
 	{
+		name: "gemini sse cut by the gateway", f: Gemini, ct: ctSSE, ends: true,
+		body: "data: " + geminiChunks[0] + "\n\n" + `{"error":{"code":401,"message":"gateway token revoked","status":"UNAUTHENTICATED"}}` + "\n\n",
+		want: Result{
+			Usage: Usage{InputTokens: 50}, HasUsage: true, Model: "gemini-2.5-pro",
+			Error: "UNAUTHENTICATED", Stream: true,
+		},
+	},
+	{
 		name: "gemini error body", f: Gemini, ct: ctJSON,
 		body: `{"error": {"code": 429, "message": "Resource has been exhausted", "status": "RESOURCE_EXHAUSTED"}}`,
 		want: Result{Error: "RESOURCE_EXHAUSTED", Complete: true},
