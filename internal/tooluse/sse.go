@@ -74,7 +74,10 @@ func (s *sseParser) handleLine(line []byte, emit func([]byte)) {
 		s.first = false
 		line = bytes.TrimPrefix(line, []byte("\xef\xbb\xbf"))
 	}
-	over := s.lineOver
+	over := s.lineOver || len(line) > s.max // a line over max, whole or carried
+	if over {
+		s.malformed = true
+	}
 	if len(line) == 0 && !over {
 		if s.hasData && !s.over {
 			emit(s.data[:len(s.data)-1])
