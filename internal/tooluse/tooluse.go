@@ -12,8 +12,8 @@
 // use (at most [Limits.MaxArgs] bytes each). A JSON body (not a stream)
 // is kept up to MaxJSON bytes and parsed at its end; Gemini's JSON array
 // stream (streamGenerateContent without alt=sse) is parsed one array
-// element at a time. Worst-case memory is about MaxJSON + MaxUses ×
-// MaxArgs.
+// element at a time. Worst-case memory is about 2 × MaxJSON + MaxUses ×
+// MaxArgs, plus what decoding one event allocates.
 //
 // Nothing in the body makes the scanner fail: an event or document that
 // cannot be parsed (not JSON, wrong types, over MaxJSON) is skipped and
@@ -317,8 +317,9 @@ type Result struct {
 type Scanner struct {
 	f      Format
 	lim    Limits
-	sse    *sseParser  // nil for a JSON body
-	js     *jsonFramer // nil for an event stream
+	sse    *sseParser   // nil for a JSON body
+	js     *jsonFramer  // nil for an event stream
+	emit   func([]byte) // s.event or s.element, made once
 	res    Result
 	open   map[int64]*pending // uses whose arguments are still streaming
 	nDrop  int                // entries of open that are dropped uses
@@ -366,8 +367,10 @@ func NewScanner(f Format, contentType string, l Limits) *Scanner {
 	if strings.EqualFold(strings.TrimSpace(ct), "text/event-stream") {
 		s.sse = &sseParser{max: l.MaxJSON, first: true, jsonLines: f == Gemini}
 		s.res.Stream = true
+		s.emit = s.event
 	} else {
 		s.js = &jsonFramer{max: l.MaxJSON, array: f == Gemini}
+		s.emit = s.element
 	}
 	return s
 }
@@ -381,9 +384,9 @@ func (s *Scanner) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if s.sse != nil {
-		s.sse.write(p, s.event)
+		s.sse.write(p, s.emit)
 	} else {
-		s.js.write(p, s.element)
+		s.js.write(p, s.emit)
 	}
 	return len(p), nil
 }
@@ -400,7 +403,7 @@ func (s *Scanner) Result() Result {
 			}
 			s.res.Complete = s.f == Gemini && s.state.lastFinish || s.res.Complete
 		} else {
-			s.js.end(s.element)
+			s.js.end(s.emit)
 			if s.js.malformed {
 				s.res.Malformed = true
 			}
