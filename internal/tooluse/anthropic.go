@@ -119,10 +119,9 @@ func (s *Scanner) anthropicEvent(data []byte) {
 		b := e.ContentBlock
 		if use, server := isAnthUse(b.Type); use {
 			p := s.begin(*e.Index, b.ID, b.Name, server)
-			if len(bytes.TrimSpace(b.Input)) > 0 {
-				p.start = b.Input
-				if len(p.start) > s.lim.MaxArgs {
-					p.start, p.truncated = nil, true
+			if len(bytes.TrimSpace(b.Input)) > 0 && p.slot >= 0 {
+				if len(b.Input) > s.lim.MaxArgs {
+					p.startOver = true
 				} else {
 					p.start = append([]byte(nil), b.Input...)
 				}

@@ -342,6 +342,7 @@ type pending struct {
 	slot      int // index in res.Uses, -1 if dropped
 	args      []byte
 	start     []byte // Anthropic: content_block_start input, used if no delta came
+	startOver bool   // start was over MaxArgs
 	gotDelta  bool
 	truncated bool
 	malformed bool
@@ -553,11 +554,11 @@ func (s *Scanner) finish(key int64, p *pending, cut bool) {
 		s.nDrop--
 		return
 	}
-	args := p.args
-	if !p.gotDelta && p.start != nil {
-		args = p.start
+	args, truncated := p.args, p.truncated
+	if !p.gotDelta && (p.start != nil || p.startOver) {
+		args, truncated = p.start, p.startOver
 	}
-	s.setUse(p.slot, args, p.truncated, p.malformed || cut, p.str)
+	s.setUse(p.slot, args, truncated, p.malformed || cut, p.str)
 }
 
 // finishAll finishes every open use. (The order does not matter: each
@@ -679,7 +680,7 @@ type apiError struct {
 func (e *apiError) name() string {
 	switch {
 	case e == nil:
-		return ""
+		return "error"
 	case e.Status != "":
 		return e.Status
 	case len(e.Code) > 0 && e.Code[0] == '"':
