@@ -661,3 +661,51 @@ func TestSkippedShapes(t *testing.T) {
 		}
 	}
 }
+
+// TestHostileArgs checks arguments no canonical form can hold: each use
+// is kept, Malformed, with no Args.
+func TestHostileArgs(t *testing.T) {
+	for _, a := range []string{
+		strings.Repeat(`{"a":`, 70) + `1` + strings.Repeat(`}`, 70), // deeper than JCS allows
+		`{"s":"\ud800"}`,         // lone surrogate
+		`{"n":1e400}`,            // not a double
+		`{"n":9007199254740993}`, // not exactly a double
+		`{"n":-0}`,               // written minus zero
+		`{"a":1,"a":1}`,          // duplicate member
+		`{"a":1} {"b":2}`,        // two values
+		`{"a":1`,                 // cut
+	} {
+		body := `{"output":[{"type":"function_call","call_id":"c","name":"f","arguments":` + quoteJSON(a) + `}]}`
+		r := scan(OpenAIResponses, ctJSON, Limits{}, body)
+		if len(r.Uses) != 1 || !r.Uses[0].Malformed || r.Uses[0].Args != nil || r.Uses[0].Name != "f" {
+			t.Errorf("arguments %.40q: Result() = %s, want one Malformed use f", a, show(r))
+		}
+	}
+	// Invalid UTF-8 in a JSON string holding the arguments is replaced
+	// by U+FFFD when the string is decoded (as clients decode it); in
+	// arguments given as JSON (Gemini's args) it is Malformed.
+	r := scan(Gemini, ctJSON, Limits{}, "{\"candidates\":[{\"content\":{\"parts\":[{\"functionCall\":{\"name\":\"f\",\"args\":{\"s\":\"\xff\"}}}]}}]}")
+	if len(r.Uses) != 1 || !r.Uses[0].Malformed {
+		t.Errorf("args with invalid UTF-8: Result() = %s, want one Malformed use", show(r))
+	}
+}
+
+// TestDefaultLimits checks the defaults and a body over the default
+// MaxJSON.
+func TestDefaultLimits(t *testing.T) {
+	s := NewScanner(Anthropic, ctJSON, Limits{MaxUses: -1})
+	if s.lim != (Limits{DefaultMaxUses, DefaultMaxArgs, DefaultMaxJSON}) {
+		t.Errorf("NewScanner limits = %+v, want the defaults", s.lim)
+	}
+	s.Write([]byte(`{"content":[{"type":"text","text":"`))
+	chunk := []byte(strings.Repeat("x", 32<<10))
+	for range (DefaultMaxJSON / len(chunk)) + 1 {
+		s.Write(chunk)
+	}
+	if s.js.buf != nil {
+		t.Errorf("the scanner holds %d bytes of a body over MaxJSON", cap(s.js.buf))
+	}
+	if r := s.Result(); !r.Malformed || r.Complete {
+		t.Errorf("Result() = %s, want Malformed, not Complete", show(r))
+	}
+}
