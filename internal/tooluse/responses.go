@@ -173,6 +173,15 @@ func (s *Scanner) responsesEvent(data []byte) {
 		s.respResponse(e.Response)
 	case "response.completed", "response.incomplete", "response.failed":
 		s.respResponse(e.Response)
+		if e.Response != nil {
+			// A use still open ends with its item in the response's
+			// output, at its output index.
+			for i := range e.Response.Output {
+				if p, ok := s.open[int64(i)]; ok {
+					s.respDone(int64(i), p, &e.Response.Output[i])
+				}
+			}
+		}
 		s.finishAll(true)
 		s.res.Complete = true
 	case "response.output_item.added":
@@ -208,17 +217,7 @@ func (s *Scanner) responsesEvent(data []byte) {
 			s.addRespItem(e.Item) // a use never announced as added
 			return
 		}
-		switch {
-		case p.builtin:
-			s.setArgs(p, e.Item.builtinArgs())
-		case p.str:
-			if e.Item.Input != nil {
-				s.setArgs(p, []byte(*e.Item.Input))
-			}
-		case len(e.Item.Arguments) > 0:
-			s.respFragment(p, e.Item.Arguments, true)
-		}
-		s.finish(*e.OutputIndex, p, false)
+		s.respDone(*e.OutputIndex, p, e.Item)
 	case "error":
 		name := (&apiError{Code: e.Code}).name()
 		if e.Error != nil {
@@ -226,6 +225,25 @@ func (s *Scanner) responsesEvent(data []byte) {
 		}
 		s.setError(name)
 	}
+}
+
+// respDone ends the open use p under key with its whole item (whose
+// arguments replace the deltas), if item is of p's kind.
+func (s *Scanner) respDone(key int64, p *pending, item *respItem) {
+	kind, _ := respUseKind(item.Type)
+	switch {
+	case kind == respNone:
+		return // not the item p began with: left open
+	case p.builtin:
+		s.setArgs(p, item.builtinArgs())
+	case p.str:
+		if item.Input != nil {
+			s.setArgs(p, []byte(*item.Input))
+		}
+	case len(item.Arguments) > 0:
+		s.respFragment(p, item.Arguments, true)
+	}
+	s.finish(key, p, false)
 }
 
 // respOpen is the open use at output index i.

@@ -87,7 +87,8 @@
 //	         {"output_index","arguments"} and response.output_item.done
 //	         {"output_index","item"} (whole arguments, replacing the deltas);
 //	         response.completed, response.incomplete, response.failed
-//	         {"response"} (Complete); error {"code"}
+//	         {"response"} (Complete; a use still open takes its whole item
+//	         from the response's output); error {"code"}
 //	  Items of type custom_tool_call ("input", a free-form string) are uses
 //	  with Args a JSON string; mcp_call items are uses with Server set.
 //	  The built-in tools the client runs are uses named by their item type

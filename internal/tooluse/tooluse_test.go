@@ -211,6 +211,20 @@ var scanCases = []scanCase{
 		},
 	},
 	{
+		name: "openai responses sse arguments only in the completed response", f: OpenAIResponses, ct: ctSSE, ends: true,
+		body: sse(
+			`event: response.output_item.added`+"\n"+`data: {"type":"response.output_item.added","output_index":0,"item":{"id":"fc_1","type":"function_call","arguments":"","call_id":"call_1","name":"f"}}`,
+			`event: response.output_item.added`+"\n"+`data: {"type":"response.output_item.added","output_index":1,"item":{"id":"fc_2","type":"function_call","arguments":"","call_id":"call_2","name":"g"}}`,
+			`event: response.function_call_arguments.delta`+"\n"+`data: {"type":"response.function_call_arguments.delta","output_index":1,"delta":"{\"a\""}`,
+			`event: response.incomplete`+"\n"+`data: {"type":"response.incomplete","response":{"status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"model":"m","output":[`+
+				`{"id":"fc_1","type":"function_call","arguments":"{\"x\": [1, 2]}","call_id":"call_1","name":"f"},{"id":"fc_2","type":"function_call","arguments":"{\"a\"","call_id":"call_2","name":"g"}]}}`,
+		),
+		want: Result{
+			Uses:  []Use{{ID: "call_1", Name: "f", Args: args(`{"x":[1,2]}`)}, {ID: "call_2", Name: "g", Malformed: true}},
+			Model: "m", StopReason: "max_output_tokens", Stream: true, Complete: true,
+		},
+	},
+	{
 		name: "gemini json", f: Gemini, ct: ctJSON, body: geminiJSON,
 		want: Result{
 			Uses: []Use{
