@@ -2,6 +2,7 @@ package tooluse
 
 import (
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -60,10 +61,14 @@ func FuzzScanner(f *testing.F) {
 func FuzzSkip(f *testing.F) {
 	for _, bb := range benchBodies() {
 		for _, line := range strings.Split(string(bb.body), "\n") {
+			line = strings.TrimSuffix(line, "\r")
 			if d, ok := strings.CutPrefix(line, "data: "); ok && len(d) < 2000 {
 				f.Add([]byte(d))
 			}
 		}
+	}
+	for _, c := range geminiChunks {
+		f.Add([]byte(c))
 	}
 	f.Add([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"hm\u00e9\n"}}`))
 	f.Add([]byte(`{"id":"c","choices":[{"index":0,"delta":{"content":null,"role":"assistant","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}`))
@@ -92,6 +97,37 @@ func FuzzSkip(f *testing.F) {
 				if c.FinishReason != nil || c.Message != nil || c.Delta != nil && (c.Delta.ToolCalls != nil || c.Delta.FunctionCall != nil) {
 					t.Fatalf("chatTextChunk matches %q, but it parses as %+v", data, r)
 				}
+			}
+		}
+		if ok, c := geminiTextChunk.capture(data); ok {
+			var r geminiResponse
+			if err := json.Unmarshal(data, &r); err != nil {
+				t.Fatalf("geminiTextChunk matches %q, but it does not parse: %v", data, err)
+			}
+			if r.Error != nil {
+				t.Fatalf("geminiTextChunk matches %q, but it parses as %+v", data, r)
+			}
+			for _, cd := range r.Candidates {
+				if cd.FinishReason != "" {
+					t.Fatalf("geminiTextChunk matches %q, but it has a finishReason", data)
+				}
+				if cd.Content != nil {
+					for _, p := range cd.Content.Parts {
+						if p.FunctionCall != nil {
+							t.Fatalf("geminiTextChunk matches %q, but it has a functionCall", data)
+						}
+					}
+				}
+			}
+			var u *geminiUsage
+			if span := c[1]; span[1] > 0 {
+				u = new(geminiUsage)
+				if err := json.Unmarshal(data[span[0]:span[1]], u); err != nil {
+					t.Fatalf("geminiTextChunk captures usage %q, which does not parse: %v", data[span[0]:span[1]], err)
+				}
+			}
+			if !reflect.DeepEqual(u, r.UsageMetadata) {
+				t.Fatalf("geminiTextChunk captures usage %+v, parsing gives %+v", u, r.UsageMetadata)
 			}
 		}
 		if respTextDelta.matches(data) {

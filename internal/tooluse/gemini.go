@@ -21,18 +21,57 @@ type geminiResponse struct {
 			} `json:"parts"`
 		} `json:"content"`
 	} `json:"candidates"`
-	UsageMetadata *struct {
-		PromptTokenCount        int64 `json:"promptTokenCount"`
-		CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
-		ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
-		CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
-	} `json:"usageMetadata"`
-	Error *apiError `json:"error"`
+	UsageMetadata *geminiUsage `json:"usageMetadata"`
+	Error         *apiError    `json:"error"`
+}
+
+type geminiUsage struct {
+	PromptTokenCount        int64 `json:"promptTokenCount"`
+	CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
+	ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
+	CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
+}
+
+func (s *Scanner) geminiUsage(u *geminiUsage) {
+	if u == nil {
+		return
+	}
+	s.res.HasUsage = true
+	s.res.Usage = Usage{
+		InputTokens:     u.PromptTokenCount,
+		OutputTokens:    u.CandidatesTokenCount + u.ThoughtsTokenCount,
+		CacheReadTokens: u.CachedContentTokenCount,
+	}
+}
+
+// geminiText handles data if it is a text chunk ([geminiTextChunk]) as
+// parsing it would, reading only its usage, and reports whether it was.
+func (s *Scanner) geminiText(data []byte) bool {
+	if s.res.Model == "" {
+		return false
+	}
+	ok, c := geminiTextChunk.capture(data)
+	if !ok {
+		return false
+	}
+	if span := c[1]; span[1] > 0 {
+		var u geminiUsage
+		if json.Unmarshal(data[span[0]:span[1]], &u) != nil {
+			return false
+		}
+		s.geminiUsage(&u)
+	}
+	s.parsed = true
+	s.state.lastFinish = false
+	return true
 }
 
 // geminiDoc handles one GenerateContentResponse: a whole body, or one
 // response of a stream.
 func (s *Scanner) geminiDoc(data []byte) {
+	if s.geminiText(data) {
+		return
+	}
 	var r geminiResponse
 	if !s.unmarshal(data, &r) {
 		s.state.lastFinish = false
@@ -43,14 +82,7 @@ func (s *Scanner) geminiDoc(data []byte) {
 		s.setError(r.Error.name())
 	}
 	s.setModel(r.ModelVersion)
-	if u := r.UsageMetadata; u != nil {
-		s.res.HasUsage = true
-		s.res.Usage = Usage{
-			InputTokens:     u.PromptTokenCount,
-			OutputTokens:    u.CandidatesTokenCount + u.ThoughtsTokenCount,
-			CacheReadTokens: u.CachedContentTokenCount,
-		}
-	}
+	s.geminiUsage(r.UsageMetadata)
 	finish := false
 	for _, c := range r.Candidates {
 		if c.FinishReason != "" {

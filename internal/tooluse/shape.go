@@ -5,9 +5,10 @@ package tooluse
 // stream, so an event that matches, byte for byte, the shape of a text
 // delta is recognized by a small matcher and not parsed. The shapes
 // admit only members whose decoding into the event types has no effect
-// (exact lower-case names, each at most once, values of the shape's
-// kinds), so skipping an event never changes a Result (FuzzSkip checks
-// it).
+// (exact names, each at most once, values of the shape's kinds), so
+// skipping an event never changes a Result (FuzzSkip checks it). A
+// Gemini text chunk also carries usage, which is captured and decoded
+// alone.
 
 // shapeKind is the kind of JSON value a shape admits.
 type shapeKind uint8
@@ -21,6 +22,7 @@ const (
 	shConst                         // one of consts, written without escapes
 	shObject                        // an object with only members of fields, each at most once
 	shArray                         // a non-empty array of elem values
+	shBool                          // true or false
 )
 
 // A shape is what a skippable JSON value looks like.
@@ -35,7 +37,14 @@ type shape struct {
 type field struct {
 	name string
 	s    *shape
+	// capture, if not 0, is where the member's value is recorded in the
+	// captures of a match.
+	capture int
 }
+
+// captures are the spans [start, end) of the captured members' values of
+// a match (absent members: 0, 0).
+type captures [2][2]int
 
 var (
 	sString       = &shape{kind: shString}
@@ -43,6 +52,7 @@ var (
 	sNull         = &shape{kind: shNull}
 	sUint         = &shape{kind: shUint}
 	sEmptyArray   = &shape{kind: shEmptyArray}
+	sBool         = &shape{kind: shBool}
 )
 
 // chatTextChunk is a chat completion chunk carrying text (or a role, or
@@ -50,51 +60,101 @@ var (
 // reason, usage or error. (Its model is skipped too, so it is used only
 // once the model is known.)
 var chatTextChunk = &shape{kind: shObject, fields: []field{
-	{"id", sString},
-	{"object", sString},
-	{"created", sUint},
-	{"model", sString},
-	{"service_tier", sStringOrNull},
-	{"system_fingerprint", sStringOrNull},
-	{"usage", sNull},
-	{"obfuscation", sString},
-	{"choices", &shape{kind: shArray, elem: &shape{kind: shObject, fields: []field{
-		{"index", sUint},
-		{"delta", &shape{kind: shObject, fields: []field{
-			{"role", sString},
-			{"content", sStringOrNull},
-			{"refusal", sStringOrNull},
-			{"reasoning_content", sStringOrNull},
-			{"reasoning", sStringOrNull},
+	{name: "id", s: sString},
+	{name: "object", s: sString},
+	{name: "created", s: sUint},
+	{name: "model", s: sString},
+	{name: "service_tier", s: sStringOrNull},
+	{name: "system_fingerprint", s: sStringOrNull},
+	{name: "usage", s: sNull},
+	{name: "obfuscation", s: sString},
+	{name: "choices", s: &shape{kind: shArray, elem: &shape{kind: shObject, fields: []field{
+		{name: "index", s: sUint},
+		{name: "delta", s: &shape{kind: shObject, fields: []field{
+			{name: "role", s: sString},
+			{name: "content", s: sStringOrNull},
+			{name: "refusal", s: sStringOrNull},
+			{name: "reasoning_content", s: sStringOrNull},
+			{name: "reasoning", s: sStringOrNull},
 		}}},
-		{"logprobs", sNull},
-		{"finish_reason", sNull},
+		{name: "logprobs", s: sNull},
+		{name: "finish_reason", s: sNull},
 	}}}},
 }}
 
 // respTextDelta is a Responses API text delta event.
 var respTextDelta = &shape{kind: shObject, need: "type", fields: []field{
-	{"type", &shape{kind: shConst, consts: []string{
+	{name: "type", s: &shape{kind: shConst, consts: []string{
 		"response.output_text.delta",
 		"response.reasoning_text.delta",
 		"response.reasoning_summary_text.delta",
 		"response.refusal.delta",
 	}}},
-	{"sequence_number", sUint},
-	{"item_id", sString},
-	{"output_index", sUint},
-	{"content_index", sUint},
-	{"summary_index", sUint},
-	{"delta", sString},
-	{"logprobs", sEmptyArray},
-	{"obfuscation", sString},
+	{name: "sequence_number", s: sUint},
+	{name: "item_id", s: sString},
+	{name: "output_index", s: sUint},
+	{name: "content_index", s: sUint},
+	{name: "summary_index", s: sUint},
+	{name: "delta", s: sString},
+	{name: "logprobs", s: sEmptyArray},
+	{name: "obfuscation", s: sString},
 }}
+
+// geminiTextChunk is a GenerateContentResponse of a stream carrying text
+// (or thoughts) and usage, and nothing else: no function call, finish
+// reason, error or anything a Scanner keeps but the usage, captured at
+// 1 (and the model version, so it is used only once the model is
+// known).
+var geminiTextChunk = &shape{kind: shObject, fields: []field{
+	{name: "candidates", s: &shape{kind: shArray, elem: &shape{kind: shObject, fields: []field{
+		{name: "content", s: &shape{kind: shObject, fields: []field{
+			{name: "parts", s: &shape{kind: shArray, elem: &shape{kind: shObject, fields: []field{
+				{name: "text", s: sString},
+				{name: "thought", s: sBool},
+				{name: "thoughtSignature", s: sString},
+			}}}},
+			{name: "role", s: sString},
+		}}},
+		{name: "index", s: sUint},
+	}}}},
+	{name: "usageMetadata", s: geminiUsageShape, capture: 1},
+	{name: "modelVersion", s: sString},
+	{name: "responseId", s: sString},
+	{name: "createTime", s: sString},
+}}
+
+var geminiUsageShape = func() *shape {
+	details := &shape{kind: shArray, elem: &shape{kind: shObject, fields: []field{
+		{name: "modality", s: sString},
+		{name: "tokenCount", s: sUint},
+	}}}
+	return &shape{kind: shObject, fields: []field{
+		{name: "promptTokenCount", s: sUint},
+		{name: "candidatesTokenCount", s: sUint},
+		{name: "totalTokenCount", s: sUint},
+		{name: "thoughtsTokenCount", s: sUint},
+		{name: "cachedContentTokenCount", s: sUint},
+		{name: "toolUsePromptTokenCount", s: sUint},
+		{name: "promptTokensDetails", s: details},
+		{name: "candidatesTokensDetails", s: details},
+		{name: "cacheTokensDetails", s: details},
+		{name: "toolUsePromptTokensDetails", s: details},
+		{name: "trafficType", s: sString},
+	}}
+}()
 
 // matches reports whether data is one value of shape s, with only JSON
 // white space around it.
 func (s *shape) matches(data []byte) bool {
-	i, ok := s.match(data, skipSpace(data, 0))
-	return ok && skipSpace(data, i) == len(data)
+	ok, _ := s.capture(data)
+	return ok
+}
+
+// capture is matches, also returning the spans of the captured members.
+func (s *shape) capture(data []byte) (bool, captures) {
+	var c captures
+	i, ok := s.match(data, skipSpace(data, 0), &c)
+	return ok && skipSpace(data, i) == len(data), c
 }
 
 func skipSpace(b []byte, i int) int {
@@ -106,7 +166,7 @@ func skipSpace(b []byte, i int) int {
 
 // match matches s against the value at b[i:] and returns the index just
 // after it.
-func (s *shape) match(b []byte, i int) (int, bool) {
+func (s *shape) match(b []byte, i int, c *captures) (int, bool) {
 	if i >= len(b) {
 		return i, false
 	}
@@ -120,6 +180,11 @@ func (s *shape) match(b []byte, i int) (int, bool) {
 		return matchString(b, i)
 	case shNull:
 		return matchLit(b, i, "null")
+	case shBool:
+		if b[i] == 't' {
+			return matchLit(b, i, "true")
+		}
+		return matchLit(b, i, "false")
 	case shUint:
 		j := i
 		for j < len(b) && j-i < 16 && '0' <= b[j] && b[j] <= '9' {
@@ -152,7 +217,7 @@ func (s *shape) match(b []byte, i int) (int, bool) {
 		}
 		i = skipSpace(b, i+1)
 		for {
-			j, ok := s.elem.match(b, i)
+			j, ok := s.elem.match(b, i, c)
 			if !ok {
 				return i, false
 			}
@@ -206,9 +271,13 @@ func (s *shape) match(b []byte, i int) (int, bool) {
 			if i >= len(b) || b[i] != ':' {
 				return i, false
 			}
-			j, ok := s.fields[k].s.match(b, skipSpace(b, i+1))
+			start := skipSpace(b, i+1)
+			j, ok := s.fields[k].s.match(b, start, c)
 			if !ok {
 				return i, false
+			}
+			if n := s.fields[k].capture; n > 0 {
+				c[n] = [2]int{start, j}
 			}
 			i = skipSpace(b, j)
 			if i >= len(b) {

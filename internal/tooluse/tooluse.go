@@ -31,7 +31,8 @@
 // to be read one way by a client and another way here could be.
 // Text deltas, most of a stream, are recognized byte for byte (Anthropic
 // text and thinking deltas, chat completion chunks with only content,
-// Responses text delta events; see shape.go) and not parsed.
+// Responses text delta events, Gemini responses with only text and
+// usage; see shape.go) and not parsed (Gemini's: only their usage).
 //
 // # Format
 //
