@@ -302,6 +302,15 @@ func (t *txn) recordModelCall(e InboxEntry) error {
 	return nil
 }
 
+// flushLocalInbox runs Options.FlushInbox, if set.
+func (s *Signer) flushLocalInbox(ctx context.Context) {
+	if f := s.opts.FlushInbox; f != nil {
+		if err := f(ctx); err != nil {
+			s.log.WarnContext(ctx, "flushing this replica's model calls before a close failed", "err", err)
+		}
+	}
+}
+
 // inboxLoop drains the inbox every Options.InboxInterval.
 func (s *Signer) inboxLoop() {
 	defer s.bgWG.Done()

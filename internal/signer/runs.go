@@ -385,6 +385,7 @@ func (t *txn) closeRun(rs *runState, reason string) (Leaf, error) {
 func (s *Signer) CloseRun(ctx context.Context, caller apikey.Identity, run string) (Appended, error) {
 	// Record what the gateways observed first: the reconciliation must
 	// see every model call made before the close.
+	s.flushLocalInbox(ctx)
 	if _, err := s.DrainInbox(ctx); err != nil {
 		return Appended{}, fmt.Errorf("close run: %w", err)
 	}
@@ -467,6 +468,7 @@ func (s *Signer) CloseIdle(ctx context.Context) (int, error) {
 	}
 	s.mu.Unlock()
 	if len(ids) > 0 {
+		s.flushLocalInbox(ctx)
 		if _, err := s.DrainInbox(ctx); err != nil {
 			return 0, fmt.Errorf("idle close: %w", err)
 		}

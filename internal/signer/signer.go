@@ -102,6 +102,14 @@ type Options struct {
 	// InboxInterval is how often the model-call inbox is drained
 	// ([Signer.DrainInbox]). Default 250ms.
 	InboxInterval time.Duration
+	// FlushInbox, if set, is called before a run is closed, ahead of the
+	// drain: it writes what this process's own gateway has queued (an
+	// InboxWriter's Flush), so that a model call this replica served just
+	// before the close is in the run. Calls queued on other replicas'
+	// gateways reach the inbox within their InboxWriter's interval; one
+	// that arrives after the close is recorded as model.call.refused
+	// (run_closed) in "_log". A FlushInbox error is logged, not fatal.
+	FlushInbox func(ctx context.Context) error
 	// MaxBatch is the most appends one group commit writes. Default 64:
 	// small enough that, under load, one batch is signed while the one
 	// before commits (a single batch of every waiting caller leaves the
