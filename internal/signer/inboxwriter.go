@@ -26,7 +26,7 @@ type InboxWriter struct {
 
 	fmu     sync.Mutex // one Flush at a time
 	mu      sync.Mutex
-	pending [][]byte
+	pending []ModelCall
 	space   *sync.Cond // signalled when pending shrinks
 	kick    chan struct{}
 	stop    chan struct{}
@@ -61,13 +61,9 @@ func NewInboxWriter(store InboxStore, opts InboxWriterOptions) *InboxWriter {
 	return w
 }
 
-// Add queues c. It blocks only while MaxPending entries wait to be
+// Add queues c (encoded when written, off the caller's path). It blocks only while MaxPending entries wait to be
 // written, or ctx ends (then c is not queued and ctx's error returned).
 func (w *InboxWriter) Add(ctx context.Context, c ModelCall) error {
-	data, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.pending) >= w.max {
@@ -89,7 +85,7 @@ func (w *InboxWriter) Add(ctx context.Context, c ModelCall) error {
 			w.space.Wait()
 		}
 	}
-	w.pending = append(w.pending, data)
+	w.pending = append(w.pending, c)
 	return nil
 }
 
@@ -110,7 +106,16 @@ func (w *InboxWriter) Flush(ctx context.Context) error {
 	if len(batch) == 0 {
 		return nil
 	}
-	if err := w.store.PutInbox(ctx, batch); err != nil {
+	// Encoded here, off the data path.
+	data := make([][]byte, len(batch))
+	for i := range batch {
+		b, err := json.Marshal(&batch[i])
+		if err != nil {
+			return err
+		}
+		data[i] = b
+	}
+	if err := w.store.PutInbox(ctx, data); err != nil {
 		return err
 	}
 	w.mu.Lock()
