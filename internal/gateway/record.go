@@ -162,3 +162,28 @@ func (b *hashingBody) Read(p []byte) (int, error) {
 	b.h.Write(p[:n])
 	return n, err
 }
+
+// Authenticate checks a gateway token as the data plane does, without a
+// provider: it verifies, was minted by this gateway (claims recorded),
+// and is not revoked; the revocation view must be current. It is how
+// another custody listener (the egress proxy) admits a per-run token, so
+// that what dies with the process for model calls dies with it there
+// too. Errors are those of the data plane: ErrTokenNotMinted,
+// ErrTokenUnchecked, ErrRevocationStale, ErrRevoked, or a verification
+// error (expired, bad signature, …).
+func (g *Gateway) Authenticate(ctx context.Context, token string) (*Claims, error) {
+	c, err := g.verifier.Verify(token)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.checkMinted(ctx, c); err != nil {
+		return nil, err
+	}
+	if g.stale() {
+		return nil, ErrRevocationStale
+	}
+	if g.revoked.has(c.ID) {
+		return nil, ErrRevoked
+	}
+	return c, nil
+}
