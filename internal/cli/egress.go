@@ -77,14 +77,25 @@ func newEgressProxy(keys *apikey.Service, gw *gateway.Gateway, current func() *s
 			if _, err := rand.Read(id[:]); err != nil {
 				return egress.Decision{}, err
 			}
-			d, err := s.Decide(ctx, c.Identity, c.Run, signer.DecideRequest{CallID: "egress-" + hex.EncodeToString(id[:]), Tool: EgressTool, Args: raw})
+			callID := "egress-" + hex.EncodeToString(id[:])
+			d, err := s.Decide(ctx, c.Identity, c.Run, signer.DecideRequest{CallID: callID, Tool: EgressTool, Args: raw})
 			if errors.Is(err, signer.ErrNotFound) || errors.Is(err, signer.ErrForbidden) {
 				return egress.Decision{}, fmt.Errorf("run %q: %w", c.Run, egress.ErrCaller)
 			}
 			if err != nil {
 				return egress.Decision{}, err
 			}
-			return egress.Decision{Allow: d.Effect == policy.Allow, RuleIDs: d.RuleIDs}, nil
+			return egress.Decision{Allow: d.Effect == policy.Allow, RuleIDs: d.RuleIDs, CallID: callID}, nil
+		},
+		// The outcome (the address actually dialled, or the dial-time
+		// refusal) is the call's completion in the run.
+		Complete: func(ctx context.Context, c egress.Caller, d egress.Decision, o egress.Outcome) error {
+			s := current()
+			if s == nil {
+				return errors.New("egress: no signer on this replica")
+			}
+			_, err := s.Complete(ctx, c.Identity, c.Run, signer.CompleteRequest{CallID: d.CallID, Outcome: string(o)})
+			return err
 		},
 	}
 }
