@@ -105,6 +105,10 @@ func (g *gatewayScenario) run(ctx context.Context) {
 	// G5: no token is in the Sandbox or SandboxClaim objects (or pods).
 	found := g.tokensInObjects(ctx, string(tok1), string(tok2))
 	g.line("G5", "no gateway token in any Sandbox, SandboxClaim or Pod object", found == "", orNone(found), "a token was written into the cluster")
+
+	fmt.Println()
+	fmt.Println("== model calls recorded by the gateway itself: what the model asked for, decided or not")
+	g.recorded(ctx, sb)
 }
 
 // tokensInObjects lists the objects whose JSON contains one of the tokens.

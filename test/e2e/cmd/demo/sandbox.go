@@ -92,9 +92,14 @@ func podSandbox(ctx context.Context, env *fixture.Env, d *incluster.Deployment) 
 
 // exec runs the probe in the sandbox as run runID with args.
 func (x *execSandbox) exec(ctx context.Context, bin string, c *fixture.Custody, runID string, args ...string) (fixture.GatewayRun, error) {
+	return x.execAs(ctx, bin, c, runID, runID, args...)
+}
+
+// execAs runs the probe in the sandbox for signer run runID of agent.
+func (x *execSandbox) execAs(ctx context.Context, bin string, c *fixture.Custody, runID, agent string, args ...string) (fixture.GatewayRun, error) {
 	gw := x.gatewayURL
 	if gw == "" {
 		gw = c.GatewayURL
 	}
-	return fixture.ExecVia(ctx, bin, x.sandboxd, gw, c, runID, append([]string{x.probe}, args...)...)
+	return fixture.ExecAs(ctx, bin, x.sandboxd, gw, c, runID, agent, append([]string{x.probe}, args...)...)
 }

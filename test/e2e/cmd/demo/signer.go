@@ -32,7 +32,13 @@ type signerScenario struct {
 }
 
 func (s *signerScenario) cli(ctx context.Context, args ...string) (string, int) {
-	out, err := exec.CommandContext(ctx, s.custodyBin, args...).CombinedOutput()
+	return custodyCLI(ctx, s.custodyBin, args...)
+}
+
+// custodyCLI runs the custody binary and returns its trimmed combined
+// output and exit code (-1 if it could not run).
+func custodyCLI(ctx context.Context, bin string, args ...string) (string, int) {
+	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()

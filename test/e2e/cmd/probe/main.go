@@ -21,12 +21,14 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 )
 
 func main() {
 	copyTo := flag.String("copy-token-to", "", "write the token found in ANTHROPIC_API_KEY to this file")
 	every := flag.Duration("exchange-every", 0, "run as the sandbox's agent: exchange the projected token this often, forever")
+	model := flag.String("model", "claude-sonnet-4-5", "the model to ask")
 	flag.Parse()
 	if *every > 0 {
 		exchangeLoop(os.Getenv("CUSTODY_URL"), os.Getenv("CUSTODY_TOKEN_FILE"), *every)
@@ -43,7 +45,7 @@ func main() {
 			os.Exit(3)
 		}
 	}
-	body := []byte(`{"model":"claude-sonnet-4-5","max_tokens":16,"messages":[{"role":"user","content":"hello"}]}`)
+	body := []byte(`{"model":` + strconv.Quote(*model) + `,"max_tokens":16,"messages":[{"role":"user","content":"hello"}]}`)
 	req, _ := http.NewRequest("POST", base+"/v1/messages", bytes.NewReader(body))
 	req.Header.Set("x-api-key", key)
 	req.Header.Set("anthropic-version", "2023-06-01")

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/agentcustody/custody/test/e2e/fixture"
+	"github.com/agentcustody/custody/verify"
+)
+
+// recorded runs checks R1-R3: an agent registers a signer run and decides
+// one Bash call; a process it starts with `custody exec` for that run
+// (the token carries the run) calls the model, which asks for that call
+// and for one the agent never decides. The gateway records the model
+// call in the run by itself, and at close the signer reconciles: custody
+// verify reports the one tool use never decided.
+func (g *gatewayScenario) recorded(ctx context.Context, sb *execSandbox) {
+	if err := g.env.CreateClaim(ctx, "recorded"); err != nil {
+		g.failErr("R1", "create claim recorded", err)
+		return
+	}
+	pod, err := g.env.ClaimPod(ctx, "recorded")
+	if err != nil {
+		g.failErr("R1", "claim recorded", err)
+		return
+	}
+	_, k, err := g.exchange(ctx, pod)
+	if err != nil || k.Key == "" {
+		g.failErr("R1", "exchange for claim recorded", err)
+		return
+	}
+	base := g.url + "/v1/signer/runs"
+	r, err := fixture.Do(ctx, "POST", base, k.Key, nil)
+	run := jsonField(r, "run")
+	if err != nil || r.Status != http.StatusCreated || run == "" {
+		g.fail("R1", "register a run", r, "want 201 with a run id")
+		return
+	}
+	r, err = fixture.Do(ctx, "POST", base+"/"+run+"/decide", k.Key,
+		map[string]any{"call_id": "c1", "tool": "Bash", "args": map[string]any{"command": "ls /workspace"}})
+	if err != nil || jsonField(r, "effect") != "allow" {
+		g.fail("R1", "decide c1 Bash ls /workspace", r, "want allow")
+		return
+	}
+	x, err := sb.execAs(ctx, g.custodyBin, g.custody, run, k.Agent, "-model", fixture.ToolUseModel)
+	if err != nil {
+		g.failErr("R1", "custody exec for the run", err)
+		return
+	}
+	g.line("R1", fmt.Sprintf("run %s decided only c1 (Bash ls /workspace); a process of the run calls the model (custody exec exit %d)", run, x.ExitCode),
+		x.ExitCode == 0 && strings.HasPrefix(x.Stdout, "200 ") && strings.Contains(x.Stdout, `"stop_reason":"tool_use"`),
+		truncate(x.Stdout, 240), "want the model's 200 asking for two Bash tool uses")
+
+	r, err = fixture.Do(ctx, "POST", base+"/"+run+"/close", k.Key, nil)
+	if err != nil || r.Status != http.StatusOK {
+		g.fail("R2", "close the run", r, "want 200")
+		return
+	}
+	admin := []string{"--admin", g.custody.AdminURL, "--admin-token-file", filepath.Join(filepath.Dir(g.custody.Log), "admin-token")}
+	trust, bundle := filepath.Join(g.dir, "recorded-trust.json"), filepath.Join(g.dir, "recorded.bundle")
+	if out, code := custodyCLI(ctx, g.custodyBin, append([]string{"trust", "-o", trust}, admin...)...); code != 0 {
+		g.failErr("R2", "custody trust", fmt.Errorf("exit %d: %s", code, out))
+		return
+	}
+	if out, code := custodyCLI(ctx, g.custodyBin, append([]string{"export", "--run", run, "-o", bundle}, admin...)...); code != 0 {
+		g.failErr("R2", "custody export", fmt.Errorf("exit %d: %s", code, out))
+		return
+	}
+	raw, err := os.ReadFile(bundle)
+	if err != nil {
+		g.failErr("R2", "read the bundle", err)
+		return
+	}
+	b, err := verify.ParseBundle(raw)
+	if err != nil {
+		g.failErr("R2", "parse the bundle", err)
+		return
+	}
+	var types []string
+	var call *verify.Record
+	for _, e := range b.Records {
+		rec, err := verify.ParseRecord(e.Record)
+		if err != nil {
+			g.failErr("R2", "parse a record", err)
+			return
+		}
+		types = append(types, rec.Type)
+		if rec.Type == verify.TypeModelCall {
+			call = rec
+		}
+	}
+	seen := "records: " + strings.Join(types, " ")
+	ok := call != nil
+	if ok {
+		var uses []string
+		for _, u := range call.Body["tool_uses"].([]any) {
+			uses = append(uses, fmt.Sprint(u.(map[string]any)["name"]))
+		}
+		seen += fmt.Sprintf("; model.call: %v %v status %v, %v in / %v out tokens, stop %v, tool uses %v (arguments as commitments only)",
+			call.Body["provider"], call.Body["model"], call.Body["status"], call.Body["input_tokens"], call.Body["output_tokens"], call.Body["stop_reason"], uses)
+		ok = call.Body["status"] == int64(200) && len(uses) == 2 && !strings.Contains(string(raw), "169.254.169.254")
+	}
+	g.line("R2", "the gateway signed the model call into the run by itself; the close reconciled it", ok &&
+		strings.Join(types, " ") == "run.registered call.decided model.call run.reconciled run.closing", seen,
+		"want model.call (two tool uses, no arguments in clear) and run.reconciled before run.closing")
+
+	out, code := custodyCLI(ctx, g.custodyBin, "verify", bundle, "--trust", trust, "--run", run)
+	g.line("R3", "custody verify, offline", code == 0 && out == "VERIFIED (1 model-requested tool use never decided)",
+		"custody verify: "+out, "want VERIFIED (1 model-requested tool use never decided): the curl to the metadata address was never decided")
+}
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
