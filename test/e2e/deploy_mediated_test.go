@@ -54,7 +54,9 @@ func TestDeployMediated(t *testing.T) {
 		t.Errorf("egress ports %v, want %v", ports, want)
 	}
 	c := tmpl.Spec.PodTemplate.Spec.Containers[0]
-	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "CUSTODY_EGRESS_PROXY" && e.Value == "http://custody.custody-system.svc:8869" }) {
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "CUSTODY_EGRESS_PROXY" && e.Value == "http://custody.custody-system.svc:8869"
+	}) {
 		t.Errorf("agent env %+v: want CUSTODY_EGRESS_PROXY", c.Env)
 	}
 

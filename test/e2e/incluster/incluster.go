@@ -39,11 +39,12 @@ const (
 	ProviderNS    = "provider-standin"
 	OtherNS       = "other"
 	storeFwdPort  = 15432
-	providerPort  = 8080
+	ProviderPort  = 8080 // the provider stand-in's pod port
 	AdminPort     = 8867
 	MetricsPort   = 8868
 	APIPort       = 8865
 	GatewayPort   = 8866
+	EgressPort    = 8869 // deploy/components/mediated
 	custodySelect = "app.kubernetes.io/name=custody"
 )
 
@@ -137,7 +138,7 @@ func Deploy(ctx context.Context, c *realnode.Cluster, opts Options) (_ *Deployme
 	if err != nil {
 		return nil, err
 	}
-	d.step("applying the kustomize build of deploy/postgres (%d objects, images rewritten to %s and %s)", len(objs), CustodyImage, AgentImage)
+	d.step("applying the kustomize build of deploy/postgres with components/mediated (%d objects, images rewritten to %s and %s)", len(objs), CustodyImage, AgentImage)
 	if err := env.ApplyObjects(ctx, objs); err != nil {
 		return nil, fmt.Errorf("incluster: apply: %w", err)
 	}
@@ -151,6 +152,7 @@ func Deploy(ctx context.Context, c *realnode.Cluster, opts Options) (_ *Deployme
 	d.Custody = &fixture.Custody{
 		URL:        fmt.Sprintf("http://%s:%d", ip, APIPort),
 		GatewayURL: fmt.Sprintf("http://%s:%d", ip, GatewayPort),
+		EgressURL:  fmt.Sprintf("http://%s:%d", ip, EgressPort),
 		AdminURL:   fmt.Sprintf("http://%s:%d", ip, AdminPort),
 		MetricsURL: fmt.Sprintf("http://%s:%d", ip, MetricsPort),
 		AdminToken: adminToken,
@@ -253,7 +255,7 @@ func (d *Deployment) SaveLog(ctx context.Context) {
 // ProviderSeen asks the stand-in pod what it received: the SHA-256 (hex)
 // of each request's x-api-key and whether it carried Authorization.
 func (d *Deployment) ProviderSeen(ctx context.Context) (keySHA256 []string, auth []bool, err error) {
-	r, err := fixture.Do(ctx, "GET", fmt.Sprintf("http://%s:%d/_seen", d.ProviderIP, providerPort), "", nil)
+	r, err := fixture.Do(ctx, "GET", fmt.Sprintf("http://%s:%d/_seen", d.ProviderIP, ProviderPort), "", nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -17,6 +17,7 @@ import (
 // overlay is what the run-time kustomization adds to deploy/postgres.
 type overlay struct {
 	Base        string // deploy/postgres, relative to the overlay
+	Mediated    string // deploy/components/mediated, relative to the overlay
 	ProviderURL string
 	SignerIdle  time.Duration
 	CustodyName string
@@ -24,12 +25,15 @@ type overlay struct {
 	AgentImage  string
 }
 
-var overlayTmpl = template.Must(template.New("k").Parse(`# Written by test/e2e/incluster: deploy/postgres as a user applies it,
+var overlayTmpl = template.Must(template.New("k").Parse(`# Written by test/e2e/incluster: deploy/postgres with the mediated
+# component (custody the sandbox's only way out) as a user applies it,
 # with the local images and the demo's provider and admin listener.
 apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
   - {{.Base}}
+components:
+  - {{.Mediated}}
 images:
   - name: custody
     newName: {{.CustodyName}}
@@ -117,6 +121,9 @@ func build(root, dir string, o overlay) ([]*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	o.Base = base
+	if o.Mediated, err = filepath.Rel(odir, filepath.Join(root, "deploy", "components", "mediated")); err != nil {
+		return nil, err
+	}
 	o.CustodyName, o.CustodyTag = splitRef(CustodyImage)
 	o.AgentImage = AgentImage
 	var b bytes.Buffer

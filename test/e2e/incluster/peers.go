@@ -29,16 +29,16 @@ func (d *Deployment) peers(ctx context.Context, env *fixture.Env) error {
 	if err := waitDefaultSA(ctx, env, StoreNS, ProviderNS, OtherNS); err != nil {
 		return err
 	}
-	provider, err := d.serverPod(ctx, ProviderNS, "provider", ProviderImage, providerPort, []string{fmt.Sprintf(":%d", providerPort)})
+	provider, err := d.serverPod(ctx, ProviderNS, "provider", ProviderImage, ProviderPort, []string{fmt.Sprintf(":%d", ProviderPort)})
 	if err != nil {
 		return err
 	}
-	other, err := d.serverPod(ctx, OtherNS, "server", realnode.NetprobeImage, providerPort, []string{"serve", fmt.Sprintf(":%d", providerPort)})
+	other, err := d.serverPod(ctx, OtherNS, "server", realnode.NetprobeImage, ProviderPort, []string{"serve", fmt.Sprintf(":%d", ProviderPort)})
 	if err != nil {
 		return err
 	}
 	d.ProviderIP, d.OtherIP = provider.Status.PodIP, other.Status.PodIP
-	d.ProviderURL = fmt.Sprintf("http://provider.%s.svc.cluster.local:%d", ProviderNS, providerPort)
+	d.ProviderURL = fmt.Sprintf("http://provider.%s.svc.cluster.local:%d", ProviderNS, ProviderPort)
 	d.step("peers: provider stand-in pod %s (Service %s), namespace %s server pod %s", d.ProviderIP, d.ProviderURL, OtherNS, d.OtherIP)
 	return nil
 }

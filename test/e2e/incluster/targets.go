@@ -32,9 +32,9 @@ func (d *Deployment) Targets() (allowed, mustFail []netcheck.Target) {
 	}
 	mustFail = []netcheck.Target{
 		{Name: TStore, Addr: d.StoreAddr},
-		{Name: TProvider, Addr: fmt.Sprintf("%s:%d", d.ProviderIP, providerPort)},
+		{Name: TProvider, Addr: fmt.Sprintf("%s:%d", d.ProviderIP, ProviderPort)},
 		{Name: TAPIServer, Addr: "kubernetes.default.svc.cluster.local:443"},
-		{Name: TOther, Addr: fmt.Sprintf("%s:%d", d.OtherIP, providerPort)},
+		{Name: TOther, Addr: fmt.Sprintf("%s:%d", d.OtherIP, ProviderPort)},
 		{Name: TMetrics, Addr: fmt.Sprintf("%s:%d", ip, MetricsPort)},
 		{Name: TAdmin, Addr: fmt.Sprintf("%s:%d", ip, AdminPort)},
 	}

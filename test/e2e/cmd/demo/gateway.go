@@ -24,6 +24,7 @@ type gatewayScenario struct {
 	custodyBin   string
 	seen         providerSeen
 	providerDesc string
+	providerURL  string
 	dir          string
 }
 

@@ -92,14 +92,22 @@ func podSandbox(ctx context.Context, env *fixture.Env, d *incluster.Deployment) 
 
 // exec runs the probe in the sandbox as run runID with args.
 func (x *execSandbox) exec(ctx context.Context, bin string, c *fixture.Custody, runID string, args ...string) (fixture.GatewayRun, error) {
-	return x.execAs(ctx, bin, c, runID, runID, args...)
+	return x.execWith(ctx, bin, c, fixture.ExecRun{RunID: runID, Agent: runID}, args...)
 }
 
-// execAs runs the probe in the sandbox for signer run runID of agent.
-func (x *execSandbox) execAs(ctx context.Context, bin string, c *fixture.Custody, runID, agent string, args ...string) (fixture.GatewayRun, error) {
+// execWith runs the probe in the sandbox for run.
+func (x *execSandbox) execWith(ctx context.Context, bin string, c *fixture.Custody, run fixture.ExecRun, args ...string) (fixture.GatewayRun, error) {
 	gw := x.gatewayURL
 	if gw == "" {
 		gw = c.GatewayURL
 	}
-	return fixture.ExecAs(ctx, bin, x.sandboxd, gw, c, runID, agent, append([]string{x.probe}, args...)...)
+	return fixture.ExecWith(ctx, bin, x.sandboxd, gw, c, run, append([]string{x.probe}, args...)...)
+}
+
+// egressURL is the egress proxy as processes in the sandbox reach it.
+func (x *execSandbox) egressURL(c *fixture.Custody) string {
+	if x.gatewayURL != "" { // in a pod: by custody's Service name
+		return fmt.Sprintf("http://custody.custody-system.svc.cluster.local:%d", incluster.EgressPort)
+	}
+	return c.EgressURL
 }

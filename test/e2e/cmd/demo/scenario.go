@@ -34,11 +34,13 @@ type providerSeen func(context.Context) (keySHA256 []string, auth []bool, err er
 
 // all runs the three sections and prints the summary; logTail is shown
 // on a FAIL.
-func (s *scenario) all(ctx context.Context, c *fixture.Custody, bin, dir string, seen providerSeen, providerDesc string, logTail func() string) int {
+// providerURL is the provider stand-in as a process in the sandbox would
+// dial it directly (an internal address).
+func (s *scenario) all(ctx context.Context, c *fixture.Custody, bin, dir string, seen providerSeen, providerDesc, providerURL string, logTail func() string) int {
 	s.run(ctx)
 	fmt.Println()
 	fmt.Println("== model gateway: per-execution tokens through sandboxd, revoked at exit")
-	g := &gatewayScenario{scenario: s, env: s.env, custody: c, custodyBin: bin, seen: seen, providerDesc: providerDesc, dir: dir}
+	g := &gatewayScenario{scenario: s, env: s.env, custody: c, custodyBin: bin, seen: seen, providerDesc: providerDesc, providerURL: providerURL, dir: dir}
 	g.run(ctx)
 	fmt.Println()
 	fmt.Printf("== signer: decisions and a signed record that survives the Sandbox (idle_s = %v here)\n", demoIdle)

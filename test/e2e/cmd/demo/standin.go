@@ -69,7 +69,7 @@ func runStandIn(ctx context.Context, dir, skipWhy string) int {
 	fmt.Printf("   custody API on %s, model gateway on %s (log: %s)\n\n", srv.URL, srv.GatewayURL, srv.Log)
 
 	s := &scenario{env: env, url: srv.URL, skipWhy: skipWhy}
-	return s.all(ctx, srv, bin, dir, standInSeen(provider), provider.URL, func() string { return tail(srv.Log, 3000) })
+	return s.all(ctx, srv, bin, dir, standInSeen(provider), provider.URL, provider.URL+"/", func() string { return tail(srv.Log, 3000) })
 }
 
 // standInSeen reports what the loopback stand-in received, as digests.

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"time"
@@ -29,7 +30,31 @@ func main() {
 	copyTo := flag.String("copy-token-to", "", "write the token found in ANTHROPIC_API_KEY to this file")
 	every := flag.Duration("exchange-every", 0, "run as the sandbox's agent: exchange the projected token this often, forever")
 	model := flag.String("model", "claude-sonnet-4-5", "the model to ask")
+	fetch := flag.String("fetch", "", "instead of calling the model, GET this URL (through HTTP_PROXY if set) and print the status and body")
 	flag.Parse()
+	if *fetch != "" {
+		// Like curl, and unlike Go's ProxyFromEnvironment, loopback
+		// destinations go through HTTP_PROXY too (the stand-in's provider
+		// is on 127.0.0.1).
+		tr := &http.Transport{}
+		if p := os.Getenv("HTTP_PROXY"); p != "" {
+			u, err := url.Parse(p)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "probe: HTTP_PROXY:", err)
+				os.Exit(3)
+			}
+			tr.Proxy = http.ProxyURL(u)
+		}
+		resp, err := (&http.Client{Transport: tr, Timeout: 30 * time.Second}).Get(*fetch)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "probe:", err)
+			os.Exit(4)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		fmt.Printf("%d %s\n", resp.StatusCode, bytes.TrimSpace(b))
+		return
+	}
 	if *every > 0 {
 		exchangeLoop(os.Getenv("CUSTODY_URL"), os.Getenv("CUSTODY_TOKEN_FILE"), *every)
 		return
