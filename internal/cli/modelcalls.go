@@ -32,8 +32,9 @@ func (r modelCallRecorder) RecordCall(ctx context.Context, c gateway.Call) {
 // read from the provider's response (model, stop reason, tool names) are
 // bounded here: a name that is not printable ASCII of at most 256 bytes
 // is replaced by "invalid:" and 16 hex digits of its SHA-256 and its use
-// marked malformed, so that a hostile response cannot make the whole
-// entry invalid.
+// marked malformed, and arguments beyond maxEntryArgs in all are dropped
+// (the use marked truncated), so that a hostile response cannot make the
+// whole entry invalid.
 func modelCallOf(c gateway.Call) signer.ModelCall {
 	res := c.Response
 	mc := signer.ModelCall{
@@ -51,6 +52,7 @@ func modelCallOf(c gateway.Call) signer.ModelCall {
 		in, out := res.Usage.InputTokens, res.Usage.OutputTokens
 		mc.InputTokens, mc.OutputTokens = &in, &out
 	}
+	argsBudget := maxEntryArgs
 	for _, u := range res.Uses {
 		if u.Server {
 			continue
@@ -60,6 +62,11 @@ func modelCallOf(c gateway.Call) signer.ModelCall {
 			continue
 		}
 		tu := signer.ToolUse{ID: bounded(u.ID, 256), Name: u.Name, Args: u.Args, Malformed: u.Malformed, Truncated: u.Truncated}
+		if argsBudget -= len(u.Args); argsBudget < 0 && tu.Args != nil {
+			// The entry must stay under the inbox's bound: later
+			// arguments are dropped (truncated, matched by name only).
+			tu.Args, tu.Truncated = nil, true
+		}
 		if !printableName(u.Name) {
 			sum := sha256.Sum256([]byte(u.Name))
 			tu.Name, tu.Args, tu.Malformed = "invalid:"+hex.EncodeToString(sum[:8]), nil, true
@@ -68,6 +75,11 @@ func modelCallOf(c gateway.Call) signer.ModelCall {
 	}
 	return mc
 }
+
+// maxEntryArgs bounds the tool-use arguments one inbox entry carries, in
+// bytes, well under the signer's bound on an entry (an entry over it
+// would be recorded without its content).
+const maxEntryArgs = 4 << 20
 
 func printableName(s string) bool {
 	if s == "" || len(s) > 256 {
