@@ -26,6 +26,7 @@
 //     session ends: DELETE, Options.SessionTimeout (default 30m) without
 //     requests, or [Proxy.Close].
 //
+// The initialize response carries "Custody-Run: RUN", the session's run.
 // A replica without a signer answers 503 {"error":"signer_unavailable"}.
 // The header on later requests of the session is ignored. A session
 // belongs to the key's tenant/agent/session: another identity presenting

@@ -227,6 +227,7 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		w.Header().Set(RunHeader, s.run)
 		r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, s))
 	}
 	srv.h.ServeHTTP(w, r)
@@ -287,11 +288,12 @@ type session struct {
 	ownRun bool // registered for this session: closed when it ends
 	mcp    *mcp.Server
 
-	watch sync.Once
-	mu    sync.Mutex
-	ss    *mcp.ServerSession
-	cs    *mcp.ClientSession
-	ended bool
+	watch   sync.Once
+	endOnce sync.Once
+	mu      sync.Mutex
+	ss      *mcp.ServerSession
+	cs      *mcp.ClientSession
+	ended   bool
 }
 
 // middleware serves tools/list and tools/call from the upstream; every
@@ -317,25 +319,24 @@ func (s *session) middleware(next mcp.MethodHandler) mcp.MethodHandler {
 	}
 }
 
-// close ends the sandbox session (the watcher then calls end).
+// close ends the sandbox session and returns once its upstream session
+// and run are closed.
 func (s *session) close() {
 	s.mu.Lock()
 	ss := s.ss
 	s.mu.Unlock()
 	if ss != nil {
 		_ = ss.Close()
-		return
 	}
 	s.end()
 }
 
-// end closes the upstream session and the run this session registered.
-func (s *session) end() {
+// end closes the upstream session and the run this session registered,
+// once; a concurrent caller waits for the first.
+func (s *session) end() { s.endOnce.Do(s.doEnd) }
+
+func (s *session) doEnd() {
 	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
-		return
-	}
 	s.ended = true
 	cs := s.cs
 	s.cs = nil
