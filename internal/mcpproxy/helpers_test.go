@@ -83,7 +83,8 @@ func newUpstream(t testing.TB, secret string) *upstream {
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "huge"}, func(ctx context.Context, req *mcp.CallToolRequest, a map[string]any) (*mcp.CallToolResult, any, error) {
 		logged("huge")
-		return text(strings.Repeat("x", 5<<20)), nil, nil
+		n, _ := a["n"].(float64)
+		return text(strings.Repeat("x", int(n))), nil, nil
 	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "malformed"}, func(ctx context.Context, req *mcp.CallToolRequest, a map[string]any) (*mcp.CallToolResult, any, error) {
 		logged("malformed")

@@ -317,14 +317,20 @@ func TestRefusedSessions(t *testing.T) {
 }
 
 func TestHostileUpstream(t *testing.T) {
-	e := newEnv(t, nil)
+	const limit = 256 << 10
+	e := newEnv(t, func(o *mcpproxy.Options) { o.MaxResultBytes = limit })
 	cs, run := e.mustConnect(e.key, "")
-	for _, tc := range []struct{ tool, code string }{
-		{"huge", "upstream_result_too_large"},
-		{"malformed", "upstream_failed"},
-		{"fail", ""},
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		code string
+	}{
+		{"huge", map[string]any{"n": limit + 1000}, "upstream_result_too_large"}, // within the envelope: the result's JSON is over
+		{"huge", map[string]any{"n": 4 * limit}, "upstream_result_too_large"},    // the response read stops at the bound
+		{"malformed", nil, "upstream_failed"},
+		{"fail", nil, ""},
 	} {
-		r := call(t, cs, tc.tool, map[string]any{})
+		r := call(t, cs, tc.tool, tc.args)
 		if !r.IsError {
 			t.Errorf("%s: not an error result: %.100q", tc.tool, resultText(r))
 			continue
