@@ -342,9 +342,11 @@ func (s *session) doEnd() {
 	s.cs = nil
 	s.mu.Unlock()
 	p := s.srv.p
-	p.mu.Lock()
-	delete(p.live, s)
-	p.mu.Unlock()
+	defer func() { // last, so that Proxy.Close waits for what is under way
+		p.mu.Lock()
+		delete(p.live, s)
+		p.mu.Unlock()
+	}()
 	if cs != nil {
 		_ = cs.Close()
 	}
