@@ -352,13 +352,14 @@ func TestHostileUpstream(t *testing.T) {
 	}
 
 	// An unreachable upstream: an error result, recorded.
-	e.up.Close()
-	cs2, run2 := e.mustConnect(e.key, "")
+	e2 := newEnv(t, nil)
+	e2.up.Close()
+	cs2, run2 := e2.mustConnect(e2.key, "")
 	r := call(t, cs2, "echo", map[string]any{"text": "x"})
 	if m := refusalBody(t, r); m["error"] != "upstream_unavailable" && m["error"] != "upstream_failed" {
 		t.Errorf("unreachable upstream = %v", m)
 	}
-	recs := e.records(run2)
+	recs := e2.records(run2)
 	if done := byCall(recs, lastDecided(recs, "mcp__up__echo"))[verify.TypeCallCompleted]; done == nil || done.Body["outcome"] != "error" {
 		t.Errorf("completion for the unreachable upstream = %v", done)
 	}
