@@ -76,6 +76,10 @@ func (s *session) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mc
 			out.Tools = append(out.Tools, t)
 		}
 	}
+	if raw, err := json.Marshal(out); err != nil || s.leaks(raw) {
+		p.log.WarnContext(ctx, "mcp upstream tools/list carries the upstream credential: withheld", "server", up.Name)
+		return nil, listError("upstream MCP server answered a tool list that cannot be shown")
+	}
 	return out, nil
 }
 
@@ -175,10 +179,15 @@ func (s *session) forward(ctx context.Context, log logger, tool string, args jso
 	case res == nil:
 		return refusal("upstream_failed", fmt.Sprintf("MCP server %s answered no result", up.Name), nil), OutcomeError
 	}
-	if raw, err := json.Marshal(res); err != nil || int64(len(raw)) > p.opts.MaxResultBytes {
+	raw, err := json.Marshal(res)
+	if err != nil || int64(len(raw)) > p.opts.MaxResultBytes {
 		log.WarnContext(ctx, "mcp upstream result too large", "limit_bytes", p.opts.MaxResultBytes)
 		return refusal("upstream_result_too_large", fmt.Sprintf("the result of MCP server %s is larger than %d bytes", up.Name, p.opts.MaxResultBytes),
 			map[string]any{"limit_bytes": p.opts.MaxResultBytes}), OutcomeError
+	}
+	if s.leaks(raw) {
+		log.WarnContext(ctx, "mcp upstream result carries the upstream credential: withheld")
+		return refusal("upstream_result_withheld", fmt.Sprintf("the result of MCP server %s carries its credential and was withheld", up.Name), nil), OutcomeError
 	}
 	if res.IsError {
 		return res, OutcomeError

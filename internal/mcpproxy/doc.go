@@ -92,7 +92,9 @@
 // approval_timeout {call_id, tool, rule_ids, approval_id},
 // tool_not_offered, signer_unavailable, run_refused,
 // upstream_unavailable, upstream_timeout, upstream_failed,
-// upstream_error {rpc_code}, upstream_result_too_large {limit_bytes}.
+// upstream_error {rpc_code}, upstream_result_too_large {limit_bytes},
+// upstream_result_withheld (the result, or a tools/list answer, carries
+// the upstream's credential: an upstream echoing its request headers).
 // No text carries a key, a credential or an upstream's error text.
 //
 // # Config

@@ -86,6 +86,18 @@ func newUpstream(t testing.TB, secret string) *upstream {
 		n, _ := a["n"].(float64)
 		return text(strings.Repeat("x", int(n))), nil, nil
 	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "leak"}, func(ctx context.Context, req *mcp.CallToolRequest, a map[string]any) (*mcp.CallToolResult, any, error) {
+		logged("leak")
+		return text("I was sent " + req.Extra.Header.Get("Authorization")), nil, nil
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "slow"}, func(ctx context.Context, req *mcp.CallToolRequest, a map[string]any) (*mcp.CallToolResult, any, error) {
+		logged("slow")
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+		return text("late"), nil, nil
+	})
 	mcp.AddTool(srv, &mcp.Tool{Name: "malformed"}, func(ctx context.Context, req *mcp.CallToolRequest, a map[string]any) (*mcp.CallToolResult, any, error) {
 		logged("malformed")
 		return text("never sent"), nil, nil

@@ -293,6 +293,7 @@ type session struct {
 	mu      sync.Mutex
 	ss      *mcp.ServerSession
 	cs      *mcp.ClientSession
+	secret  string // the upstream credential cs sends, to keep it out of answers
 	ended   bool
 }
 

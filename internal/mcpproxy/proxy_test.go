@@ -252,7 +252,7 @@ func TestToolsListFiltered(t *testing.T) {
 	// delete_repo: the config's deny glob; forbidden_tool: an
 	// unconditional policy deny. deploy (ask) and echo (a conditional
 	// deny) stay.
-	want := []string{"deploy", "echo", "fail", "huge", "malformed"}
+	want := []string{"deploy", "echo", "fail", "huge", "leak", "malformed", "slow"}
 	if !slices.Equal(names, want) {
 		t.Errorf("tools/list = %v, want %v", names, want)
 	}
@@ -381,5 +381,44 @@ func TestSignerUnavailable(t *testing.T) {
 	}
 	if code, _ := e.postInitialize("/mcp/servers/up", e.key, ""); code != http.StatusServiceUnavailable {
 		t.Errorf("new session without a signer = %d, want 503", code)
+	}
+}
+
+// A slow upstream is cut at CallTimeout; an upstream echoing its
+// credential has its result withheld; both are recorded as errors.
+func TestUpstreamTimeoutAndCredentialEcho(t *testing.T) {
+	e := newEnv(t, func(o *mcpproxy.Options) { o.CallTimeout = 300 * time.Millisecond })
+	cs, run := e.mustConnect(e.key, "")
+	for _, tc := range []struct{ tool, code string }{{"slow", "upstream_timeout"}, {"leak", "upstream_result_withheld"}} {
+		r := call(t, cs, tc.tool, map[string]any{})
+		if strings.Contains(resultText(r), e.up.secret) {
+			t.Fatalf("%s: the client got the upstream credential: %q", tc.tool, resultText(r))
+		}
+		if m := refusalBody(t, r); m["error"] != tc.code {
+			t.Errorf("%s = %v, want %s", tc.tool, m, tc.code)
+		}
+		recs := e.records(run)
+		if done := byCall(recs, lastDecided(recs, "mcp__up__"+tc.tool))[verify.TypeCallCompleted]; done == nil || done.Body["outcome"] != "error" {
+			t.Errorf("%s: completion = %v, want outcome error", tc.tool, done)
+		}
+	}
+}
+
+// A session idle for SessionTimeout ends: its upstream session and the
+// run it registered are closed.
+func TestSessionIdles(t *testing.T) {
+	e := newEnv(t, func(o *mcpproxy.Options) { o.SessionTimeout = 200 * time.Millisecond })
+	cs, run := e.mustConnect(e.key, "")
+	call(t, cs, "echo", map[string]any{"text": "x"})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		recs := e.records(run)
+		if last := recs[len(recs)-1]; last.Type == verify.TypeRunClosing && last.Body["reason"] == "closed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle session's run was not closed (run.closing reason closed)")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -1,6 +1,7 @@
 package mcpproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -89,6 +90,7 @@ func (s *session) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 		}
 		name, prefix := c.header()
 		t.header, t.value = name, prefix+secret
+		s.secret = secret
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "custody-mcp-proxy", Version: "1"}, nil)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.CallTimeout)
@@ -105,6 +107,16 @@ func (s *session) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	s.cs = cs
 	return cs, nil
+}
+
+// leaks reports whether raw, an upstream answer on its way to the
+// sandbox, carries the upstream's credential (an upstream echoing its
+// request headers): such an answer is withheld.
+func (s *session) leaks(raw []byte) bool {
+	s.mu.Lock()
+	secret := s.secret
+	s.mu.Unlock()
+	return secret != "" && bytes.Contains(raw, []byte(secret))
 }
 
 // drop forgets cs after a failed exchange, so that the next call
