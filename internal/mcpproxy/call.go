@@ -257,6 +257,9 @@ func (s *session) signerRefusal(ctx context.Context, log logger, op string, err 
 	switch {
 	case errors.Is(err, ErrUnavailable):
 		return refusal("signer_unavailable", "the signer is unavailable: the call was not forwarded", nil)
+	case errors.Is(err, signer.ErrInvalid):
+		log.InfoContext(ctx, "mcp call refused by the signer", "op", op, "err", err)
+		return refusal("bad_request", "the signer refused the call as malformed (tool name or arguments): the call was not forwarded", nil)
 	case errors.Is(err, signer.ErrForbidden), errors.Is(err, signer.ErrNotFound), errors.Is(err, signer.ErrRunClosed):
 		log.InfoContext(ctx, "mcp call refused by the signer", "op", op, "err", err)
 		return refusal("run_refused", fmt.Sprintf("the session's run %s is closed or not this agent's: the call was not forwarded", s.run), nil)

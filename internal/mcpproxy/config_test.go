@@ -62,3 +62,17 @@ func TestLoadConfig(t *testing.T) {
 		t.Errorf("LoadConfig = %+v", u)
 	}
 }
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte("upstreams:\n  - name: gh\n    url: https://h/mcp\n    tenants: [a]\n    credential: {file: /x, header: X-Key, prefix: \"\"}\n    tools: {allow: [\"*\"], deny: [\"d[a-z]*\"]}\n"))
+	f.Add([]byte(`{"upstreams":[{"name":"a","url":"http://h","tenants":["t"]}]}`))
+	f.Add([]byte("upstreams: [{name: a, url: ':', tenants: []}]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := mcpproxy.ParseConfig(data)
+		if err == nil {
+			if err := c.Validate(); err != nil {
+				t.Fatalf("a parsed config does not validate: %v", err)
+			}
+		}
+	})
+}

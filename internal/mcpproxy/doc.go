@@ -90,7 +90,8 @@
 // apierror JSON body: {"error": code, "message": text, ...details}.
 // Codes: denied {call_id, tool, rule_ids}, approval_denied and
 // approval_timeout {call_id, tool, rule_ids, approval_id},
-// tool_not_offered, signer_unavailable, run_refused,
+// tool_not_offered, signer_unavailable, run_refused, bad_request (the
+// signer refused the tool name or arguments),
 // upstream_unavailable, upstream_timeout, upstream_failed,
 // upstream_error {rpc_code}, upstream_result_too_large {limit_bytes},
 // upstream_result_withheld (the result, or a tools/list answer, carries
