@@ -24,7 +24,8 @@
 //   - without it, a run is registered for the key's identity
 //     (run.registered) and closed (run.closing, reason closed) when the
 //     session ends: DELETE, Options.SessionTimeout (default 30m) without
-//     requests, or [Proxy.Close].
+//     requests, [Proxy.Close], or at once when the go-sdk refuses the
+//     initialize itself (bad headers or protocol version).
 //
 // The initialize response carries "Custody-Run: RUN", the session's run.
 // A replica without a signer answers 503 {"error":"signer_unavailable"}.

@@ -228,7 +228,14 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		w.Header().Set(RunHeader, s.run)
-		r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, s))
+		srv.h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, s)))
+		s.mu.Lock()
+		started := s.ss != nil
+		s.mu.Unlock()
+		if !started { // the SDK refused the request before the session began
+			s.end()
+		}
+		return
 	}
 	srv.h.ServeHTTP(w, r)
 }

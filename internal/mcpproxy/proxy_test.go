@@ -422,3 +422,25 @@ func TestSessionIdles(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// An initialize the SDK refuses (here: no Accept header) ends the session
+// it began at once: the run registered for it is closed.
+func TestRefusedInitializeClosesRun(t *testing.T) {
+	e := newEnv(t, nil)
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	req, _ := http.NewRequest("POST", e.srv.URL+"/mcp/servers/up", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	run := resp.Header.Get(mcpproxy.RunHeader)
+	if resp.StatusCode != http.StatusBadRequest || run == "" {
+		t.Fatalf("initialize without Accept = %d (run %q), want 400 from the SDK", resp.StatusCode, run)
+	}
+	if info, err := e.s.Status(e.ctx, e.agent, run); err != nil || !info.Closed {
+		t.Errorf("run of the refused session = %+v, %v; want closed", info, err)
+	}
+}
