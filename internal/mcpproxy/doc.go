@@ -28,7 +28,9 @@
 //     initialize itself (bad headers or protocol version).
 //
 // The initialize response carries "Custody-Run: RUN", the session's run.
-// A replica without a signer answers 503 {"error":"signer_unavailable"}.
+// A replica without a signer answers 503 {"error":"signer_unavailable"};
+// an agent with Options.MaxSessions (default 32) open sessions, 429
+// {"error":"too_many_sessions"}.
 // The header on later requests of the session is ignored. A session
 // belongs to the key's tenant/agent/session: another identity presenting
 // its Mcp-Session-Id gets 403 (go-sdk). Sandbox request bodies are

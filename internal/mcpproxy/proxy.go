@@ -53,6 +53,7 @@ const (
 	DefaultCallTimeout    = 60 * time.Second
 	DefaultSessionTimeout = 30 * time.Minute
 	DefaultMaxRequestBody = 4 << 20
+	DefaultMaxSessions    = 32
 )
 
 // Options configure a [Proxy]. Zero values take the defaults.
@@ -78,6 +79,10 @@ type Options struct {
 	SessionTimeout time.Duration
 	// MaxRequestBody bounds a sandbox request body. Default 4 MiB.
 	MaxRequestBody int64
+	// MaxSessions bounds the open sessions of one agent (tenant and
+	// agent, all servers): a new one over it is refused 429
+	// too_many_sessions. Default 32.
+	MaxSessions int
 	// Transport sends upstream requests. Default: a clone of
 	// http.DefaultTransport (proxy settings from the environment).
 	Transport http.RoundTripper
@@ -117,7 +122,7 @@ func New(opts Options) (*Proxy, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.ApprovalWait < 0 || opts.MaxResultBytes < 0 || opts.CallTimeout < 0 || opts.SessionTimeout < 0 || opts.MaxRequestBody < 0 {
+	if opts.ApprovalWait < 0 || opts.MaxResultBytes < 0 || opts.CallTimeout < 0 || opts.SessionTimeout < 0 || opts.MaxRequestBody < 0 || opts.MaxSessions < 0 {
 		return nil, errors.New("mcpproxy: negative option")
 	}
 	if opts.ApprovalWait == 0 {
@@ -134,6 +139,9 @@ func New(opts Options) (*Proxy, error) {
 	}
 	if opts.MaxRequestBody == 0 {
 		opts.MaxRequestBody = DefaultMaxRequestBody
+	}
+	if opts.MaxSessions == 0 {
+		opts.MaxSessions = DefaultMaxSessions
 	}
 	if opts.Transport == nil {
 		opts.Transport = http.DefaultTransport.(*http.Transport).Clone()
@@ -246,10 +254,18 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 func (srv *server) newSession(ctx context.Context, caller apikey.Identity, run string) (s *session, status int, code, msg string) {
 	p := srv.p
 	p.mu.Lock()
-	closed := p.closed
+	closed, n := p.closed, 0
+	for o := range p.live {
+		if o.caller.Tenant == caller.Tenant && o.caller.Agent == caller.Agent {
+			n++
+		}
+	}
 	p.mu.Unlock()
 	if closed {
 		return nil, http.StatusServiceUnavailable, "unavailable", "custody is shutting down"
+	}
+	if n >= p.opts.MaxSessions {
+		return nil, http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("this agent has %d open MCP sessions; end one first", n)
 	}
 	own := run == ""
 	var info signer.RunInfo

@@ -444,3 +444,30 @@ func TestRefusedInitializeClosesRun(t *testing.T) {
 		t.Errorf("run of the refused session = %+v, %v; want closed", info, err)
 	}
 }
+
+// One agent's open sessions are bounded; ending one makes room.
+func TestMaxSessions(t *testing.T) {
+	e := newEnv(t, func(o *mcpproxy.Options) { o.MaxSessions = 2 })
+	a, _ := e.mustConnect(e.key, "")
+	e.mustConnect(e.key, "")
+	if code, body := e.postInitialize("/mcp/servers/up", e.key, ""); code != http.StatusTooManyRequests || !strings.Contains(body, "too_many_sessions") {
+		t.Errorf("third session = %d %s, want 429 too_many_sessions", code, body)
+	}
+	if cs, _, err := e.connect(e.other, ""); err != nil {
+		t.Errorf("another agent's session refused: %v", err)
+	} else {
+		cs.Close()
+	}
+	a.Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		code, _ := e.postInitialize("/mcp/servers/up", e.key, "")
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after ending a session: %d, want 200", code)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
