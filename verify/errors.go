@@ -35,6 +35,7 @@ var (
 	ErrNotClosed           = fmt.Errorf("%w: bundle claims closed but run has no final run.closing", ErrRefused)
 	ErrAfterClose          = fmt.Errorf("%w: record after run.closing", ErrRefused)
 	ErrPolicy              = fmt.Errorf("%w: policy snapshot missing or wrong", ErrRefused)
+	ErrReconcile           = fmt.Errorf("%w: run.reconciled missing or inconsistent with the run's model.call records", ErrRefused)
 
 	// ErrInvalidTrust is returned by ParseTrust (and by Verify for a Trust
 	// not from ParseTrust). It does not wrap ErrRefused.

@@ -153,6 +153,14 @@ func decodeLowerHex(dst, src []byte) bool {
 
 var policyHashName = []byte(`policy_hash"`)
 
+// modelCallMark and reconciledMark are in the records whose bodies
+// Verify reads for the run's reconciliation (a false match only costs a
+// parse).
+var (
+	modelCallMark  = []byte(`"type":"model.call"`)
+	reconciledMark = []byte(`"type":"run.reconciled"`)
+)
+
 // parse fills r from raw, or reports false. internStr maps validated
 // top-level strings to strings, allocating only when needed.
 func (f *fastRecord) parse(raw []byte, r *Record, internStr func(field int, b []byte) string) bool {
@@ -178,7 +186,7 @@ func (f *fastRecord) parse(raw []byte, r *Record, internStr func(field int, b []
 	var bodyValue any
 	var n int
 	var err error
-	if bytes.Contains(raw, policyHashName) {
+	if bytes.Contains(raw, policyHashName) || bytes.Contains(raw, modelCallMark) || bytes.Contains(raw, reconciledMark) {
 		bodyValue, n, err = jcs.ParseCanonicalPrefix(raw[bodyStart:], 1)
 	} else {
 		n, err = jcs.ValidateCanonicalPrefix(raw[bodyStart:], 1)

@@ -28,6 +28,8 @@ const (
 	TypeApprovalConsumed  = "approval.consumed"
 	TypeCallCompleted     = "call.completed"
 	TypeModelEvent        = "model.event"
+	TypeModelCall         = "model.call"
+	TypeRunReconciled     = "run.reconciled"
 	TypeRunClosing        = "run.closing"
 	TypeKeyRetired        = "key.retired"
 	TypeRollbackDetected  = "log.rollback_detected"

@@ -27,15 +27,33 @@ type Result struct {
 	// Witnesses are the names of trusted witnesses whose cosignatures
 	// verified, sorted.
 	Witnesses []string
+	// ModelCalls is the number of model.call records: model calls the
+	// gateway itself recorded in the run.
+	ModelCalls int
+	// Reconciled says the run holds run.reconciled (a closed run that
+	// recorded model calls always does); Unreported is its
+	// unreported_count: tool uses the model requested that no decision of
+	// the run matched by tool name and arguments.
+	Reconciled bool
+	Unreported int
 }
 
-// String returns exactly "VERIFIED" for a closed run and
-// "VERIFIED TO HEAD <Head> (open)" for an open one.
+// String returns "VERIFIED" for a closed run and "VERIFIED TO HEAD
+// <Head> (open)" for an open one, followed for a closed run with
+// unreported tool uses by " (N model-requested tool uses never
+// decided)", so that such a run never reads as clean.
 func (r Result) String() string {
-	if r.Closed {
-		return "VERIFIED"
+	s := "VERIFIED"
+	if !r.Closed {
+		s = fmt.Sprintf("VERIFIED TO HEAD %d (open)", r.Head)
 	}
-	return fmt.Sprintf("VERIFIED TO HEAD %d (open)", r.Head)
+	switch {
+	case r.Unreported == 1:
+		s += " (1 model-requested tool use never decided)"
+	case r.Unreported > 1:
+		s += fmt.Sprintf(" (%d model-requested tool uses never decided)", r.Unreported)
+	}
+	return s
 }
 
 // An Option configures Verify.
@@ -199,6 +217,7 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 	v.run = h.Run
 	recs := v.checkAll(rb.records)
 	var prev *checked
+	var rc reconciliation
 	for i := range recs {
 		c := &recs[i]
 		e := func(err error) (Result, error) { return Result{}, c.fail("record", i, err) }
@@ -229,6 +248,13 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 		if ph, ok := r.Body["policy_hash"].(string); ok && !policies[ph] {
 			return e(fmt.Errorf("%w: policy %s not in bundle", ErrPolicy, ph))
 		}
+		var next *Record
+		if i+1 < len(recs) {
+			next = recs[i+1].rec
+		}
+		if err := rc.add(r, next); err != nil {
+			return e(err)
+		}
 		prev = c
 	}
 	last := recs[len(recs)-1].rec
@@ -238,13 +264,16 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 			Record: recs[len(recs)-1].raw, Err: fmt.Errorf("%w: last record is %s", ErrNotClosed, last.Type)}
 	}
 	return Result{
-		Origin:    tc.origin,
-		Run:       h.Run,
-		Closed:    closed,
-		Records:   len(recs),
-		Head:      last.RunSeq,
-		TreeSize:  cp.TreeSize,
-		Witnesses: witnesses,
+		Origin:     tc.origin,
+		Run:        h.Run,
+		Closed:     closed,
+		Records:    len(recs),
+		Head:       last.RunSeq,
+		TreeSize:   cp.TreeSize,
+		Witnesses:  witnesses,
+		ModelCalls: rc.modelCalls,
+		Reconciled: rc.reconciled,
+		Unreported: rc.unreported,
 	}, nil
 }
 

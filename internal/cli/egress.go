@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/egress"
+	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/policy"
 	"github.com/agentcustody/custody/internal/signer"
 )
@@ -24,12 +25,17 @@ import (
 const EgressTool = "Egress"
 
 // newEgressProxy is the egress proxy's glue: the proxy credentials are
-// RUN:KEY (user name the signer run to record in, password a custody
-// key, as in HTTP_PROXY=http://RUN:KEY@custody:PORT), and each request is
-// a signer decision in that run. An ask is refused (no approval wait
-// yet). Without a signer on this replica (standby) decisions fail and
-// the proxy answers 503.
-func newEgressProxy(keys *apikey.Service, current func() *signer.Signer, log *slog.Logger) *egress.Proxy {
+// RUN:CREDENTIAL, user name the signer run to record in and password
+// either a custody key or, when this replica serves the gateway (gw not
+// nil), a gateway token minted for that run (custody exec --egress-proxy
+// puts HTTP_PROXY=http://RUN:TOKEN@custody:PORT in the process's
+// environment; the token is revoked when the process exits, and the
+// proxy refuses it from then on). A gateway token is accepted only for
+// its own run_id, as its tenant and agent. Each request is a signer
+// decision in the run. An ask is refused (no approval wait yet). Without
+// a signer on this replica (standby) decisions fail and the proxy
+// answers 503.
+func newEgressProxy(keys *apikey.Service, gw *gateway.Gateway, current func() *signer.Signer, log *slog.Logger) *egress.Proxy {
 	return &egress.Proxy{
 		Log:    log,
 		Dialer: &egress.Dialer{},
@@ -37,6 +43,16 @@ func newEgressProxy(keys *apikey.Service, current func() *signer.Signer, log *sl
 			run, key, ok := proxyBasicAuth(r.Header.Get("Proxy-Authorization"))
 			if !ok || run == "" {
 				return egress.Caller{}, errors.New("egress: want Proxy-Authorization Basic RUN:KEY")
+			}
+			if gw != nil && strings.Count(key, ".") == 2 {
+				c, err := gw.Authenticate(r.Context(), key)
+				if err != nil {
+					return egress.Caller{}, err
+				}
+				if c.RunID == "" || c.RunID != run {
+					return egress.Caller{}, errors.New("egress: the gateway token is not for this run")
+				}
+				return egress.Caller{Identity: apikey.Identity{Tenant: c.Tenant, Agent: c.Agent, Method: "gateway_token"}, Run: run}, nil
 			}
 			rec, err := keys.Verify(r.Context(), key)
 			if err != nil {
@@ -61,14 +77,25 @@ func newEgressProxy(keys *apikey.Service, current func() *signer.Signer, log *sl
 			if _, err := rand.Read(id[:]); err != nil {
 				return egress.Decision{}, err
 			}
-			d, err := s.Decide(ctx, c.Identity, c.Run, signer.DecideRequest{CallID: "egress-" + hex.EncodeToString(id[:]), Tool: EgressTool, Args: raw})
+			callID := "egress-" + hex.EncodeToString(id[:])
+			d, err := s.Decide(ctx, c.Identity, c.Run, signer.DecideRequest{CallID: callID, Tool: EgressTool, Args: raw})
 			if errors.Is(err, signer.ErrNotFound) || errors.Is(err, signer.ErrForbidden) {
 				return egress.Decision{}, fmt.Errorf("run %q: %w", c.Run, egress.ErrCaller)
 			}
 			if err != nil {
 				return egress.Decision{}, err
 			}
-			return egress.Decision{Allow: d.Effect == policy.Allow, RuleIDs: d.RuleIDs}, nil
+			return egress.Decision{Allow: d.Effect == policy.Allow, RuleIDs: d.RuleIDs, CallID: callID}, nil
+		},
+		// The outcome (the address actually dialled, or the dial-time
+		// refusal) is the call's completion in the run.
+		Complete: func(ctx context.Context, c egress.Caller, d egress.Decision, o egress.Outcome) error {
+			s := current()
+			if s == nil {
+				return errors.New("egress: no signer on this replica")
+			}
+			_, err := s.Complete(ctx, c.Identity, c.Run, signer.CompleteRequest{CallID: d.CallID, Outcome: string(o)})
+			return err
 		},
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/egress"
+	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/signer"
 	"github.com/agentcustody/custody/internal/store/sqlite"
 )
@@ -45,7 +46,7 @@ func TestEgressGlue(t *testing.T) {
 	}
 	cfg := Defaults()
 	cfg.DataDir, cfg.PolicyDir = filepath.Join(dir, "data"), pdir
-	s, err := newSigner(ctx, cfg, db, log, nil)
+	s, err := newSigner(ctx, cfg, db, log, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestEgressGlue(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cur *signer.Signer = s
-	p := newEgressProxy(keys, func() *signer.Signer { return cur }, log)
+	p := newEgressProxy(keys, nil, func() *signer.Signer { return cur }, log)
 
 	basic := func(user, pw string) string {
 		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw))
@@ -130,5 +131,66 @@ func TestEgressListenFlag(t *testing.T) {
 	code, _, stderr := runCLI(t, ctx, envMap(nil), "", "serve", "--signer=false", "--egress-listen=127.0.0.1:0")
 	if code != 2 || !strings.Contains(stderr, "--egress-listen needs the signer") {
 		t.Errorf("without the signer: exit %d, %q; want a usage error", code, stderr)
+	}
+}
+
+// A gateway token minted for a run (what custody exec hands a process)
+// is an egress credential for that run only, as the token's tenant and
+// agent, until it is revoked.
+func TestEgressGatewayToken(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	log := slog.New(slog.DiscardHandler)
+	keys, err := apikey.New(apikey.Options{Store: db, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Defaults()
+	cfg.DataDir = filepath.Join(dir, "data")
+	cfg.GatewayProviders = []string{"openai=http://127.0.0.1:1"}
+	gw, err := newGateway(ctx, cfg, db, nil, nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	s, err := newSigner(ctx, cfg, db, log, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	run, err := s.Register(ctx, apikey.Identity{Tenant: "agents", Agent: "a", Session: "p", Method: "static"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := gw.Mint(ctx, gateway.Grant{Providers: []string{"openai"}, RunID: run.Run, Tenant: "agents", Agent: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newEgressProxy(keys, gw, func() *signer.Signer { return s }, log)
+	basic := func(user, pw string) string {
+		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw))
+	}
+	r := httptest.NewRequest("CONNECT", "http://example.com:443", nil)
+	r.Header.Set("Proxy-Authorization", basic(run.Run, m.Token))
+	c, err := p.Authenticate(r)
+	if err != nil || c.Run != run.Run || c.Identity.Tenant != "agents" || c.Identity.Agent != "a" {
+		t.Fatalf("Authenticate(run token) = %+v, %v", c, err)
+	}
+	if _, err := p.Decide(ctx, c, egress.Request{Method: "CONNECT", Host: "example.com", Port: 443}); err != nil {
+		t.Fatalf("Decide with the run token's identity = %v", err)
+	}
+	r.Header.Set("Proxy-Authorization", basic("another-run", m.Token))
+	if _, err := p.Authenticate(r); err == nil {
+		t.Error("a run token was accepted for another run")
+	}
+	must(t, gw.Revoke(ctx, m.JTI))
+	r.Header.Set("Proxy-Authorization", basic(run.Run, m.Token))
+	if _, err := p.Authenticate(r); !errors.Is(err, gateway.ErrRevoked) {
+		t.Errorf("revoked run token: %v, want ErrRevoked", err)
 	}
 }

@@ -32,6 +32,7 @@ type execConfig struct {
 	ttl            time.Duration
 	runID          string
 	tenant, agent  string
+	egressProxy    string
 	cwd            string
 	killGrace      time.Duration
 	revokeTimeout  time.Duration
@@ -52,6 +53,10 @@ func newExecCmd(env Env) *cobra.Command {
      anthropic  ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL=<gateway-url>/anthropic
      openai     OPENAI_API_KEY,    OPENAI_BASE_URL=<gateway-url>/openai/v1
      gemini     GEMINI_API_KEY,    GOOGLE_GEMINI_BASE_URL=<gateway-url>/gemini
+   With --egress-proxy, HTTP_PROXY and HTTPS_PROXY (and lower-case) point at custody's
+   egress proxy with the run ID and the token as credentials, and NO_PROXY names the
+   gateway's host: each request or CONNECT is a signer decision in the run (--run-id
+   must then be a signer run of --tenant and --agent).
    The token is never put in COMMAND's arguments, in custody's environment or in a log.
 3. Stream the process's stdout and stderr here. Its stdin is closed.
 4. When the process exits — or custody is stopped, or sandboxd goes away — revoke the
@@ -83,6 +88,7 @@ killed by a signal or if sandboxd or the admin API failed; 2 for invalid usage.`
 	fs.StringVar(&c.gatewayURL, "gateway-url", "http://127.0.0.1:8866", "the gateway's data listener as the sandbox reaches it")
 	fs.DurationVar(&c.ttl, "ttl", 30*time.Minute, "token lifetime, whole seconds; bounds the token should revocation fail")
 	fs.StringVar(&c.runID, "run-id", "", "run ID recorded with the token (default: random run_<24 hex>)")
+	fs.StringVar(&c.egressProxy, "egress-proxy", "", "custody's egress proxy as the sandbox reaches it (http://host:port): sets HTTP_PROXY/HTTPS_PROXY for the process with the run and its token as credentials")
 	fs.StringVar(&c.tenant, "tenant", "", "tenant recorded with the token")
 	fs.StringVar(&c.agent, "agent", "", "agent recorded with the token")
 	fs.StringVar(&c.cwd, "cwd", "", "working directory inside the sandbox root (default: sandboxd's root)")
@@ -115,6 +121,11 @@ func (c execConfig) validate() error {
 	}
 	if _, err := parseLevel(c.logLevel); err != nil {
 		return err
+	}
+	if c.egressProxy != "" {
+		if _, err := runlease.EgressEnv(c.egressProxy, c.gatewayURL, "run", "token"); err != nil {
+			return fmt.Errorf("exec: --egress-proxy: %w", err)
+		}
 	}
 	return nil
 }
@@ -174,6 +185,7 @@ func runExec(ctx context.Context, c execConfig, command []string, stdout, stderr
 		Cwd:           c.cwd,
 		TTL:           c.ttl,
 		RunID:         c.runID,
+		EgressProxy:   c.egressProxy,
 		Tenant:        c.tenant,
 		Agent:         c.agent,
 		Stdout:        stdout,

@@ -12,7 +12,7 @@ import (
 	"github.com/agentcustody/custody/internal/gateway"
 )
 
-func newGateway(ctx context.Context, cfg ServeConfig, db gateway.Store, reg prometheus.Registerer, log *slog.Logger) (*gateway.Gateway, error) {
+func newGateway(ctx context.Context, cfg ServeConfig, db gateway.Store, reg prometheus.Registerer, rec gateway.Recorder, log *slog.Logger) (*gateway.Gateway, error) {
 	path := cfg.GatewaySigningKey
 	if path == "" {
 		path = filepath.Join(cfg.DataDir, gateway.SigningKeyFile)
@@ -34,6 +34,6 @@ func newGateway(ctx context.Context, cfg ServeConfig, db gateway.Store, reg prom
 	return gateway.New(ctx, gateway.Options{
 		Store: db, Providers: providers, KeysDir: cfg.GatewayKeysDir,
 		SigningKey: key, Leeway: cfg.gatewayLeeway(), MaxStaleness: cfg.GatewayRevocationMaxStaleness,
-		Log: log, Metrics: reg,
+		Log: log, Metrics: reg, Recorder: rec,
 	})
 }

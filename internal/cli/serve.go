@@ -24,6 +24,7 @@ import (
 	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/kubeauth"
 	"github.com/agentcustody/custody/internal/memory"
+	"github.com/agentcustody/custody/internal/signer"
 	"github.com/agentcustody/custody/internal/staticauth"
 	"github.com/agentcustody/custody/internal/store/postgres"
 )
@@ -138,8 +139,20 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 	api.Handle("/mcp", instrument("mcp", mem.MCPHandler(keys.Verify)))
 
 	var sg *signerSlot
+	var inbox *signer.InboxWriter
 	if cfg.Signer {
 		sg = &signerSlot{keys: keys}
+		if cfg.GatewayListen != "" {
+			// Every replica's gateway records run calls into the store's
+			// inbox; the signer's writer drains it.
+			inbox = signer.NewInboxWriter(db, signer.InboxWriterOptions{Log: log})
+			defer func() {
+				fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				inbox.Close(fctx)
+			}()
+			sg.flushInbox = inbox.Flush
+		}
 		sg.registerMetrics(reg)
 		ready = append(ready, readinessCheck{"signer_log", sg.logReady})
 		if pg, ok := db.(*postgres.DB); ok {
@@ -148,7 +161,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 			go func() { defer close(done); sg.runLeased(lctx, pg, cfg, log) }()
 			defer func() { stopLeased(); <-done }()
 		} else {
-			s, err := newSigner(ctx, cfg, db, log, sg.onBadCosignature)
+			s, err := newSigner(ctx, cfg, db, log, sg.onBadCosignature, sg.flushInbox)
 			if err != nil {
 				return err
 			}
@@ -192,7 +205,11 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 	}
 	var gw *gateway.Gateway
 	if cfg.GatewayListen != "" {
-		if gw, err = newGateway(ctx, cfg, db, reg, log); err != nil {
+		var rec gateway.Recorder
+		if inbox != nil {
+			rec = modelCallRecorder{w: inbox, log: log}
+		}
+		if gw, err = newGateway(ctx, cfg, db, reg, rec, log); err != nil {
 			return err
 		}
 		defer gw.Close()
@@ -201,7 +218,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		servers = append(servers, &namedServer{name: "gateway", addr: cfg.GatewayListen, handler: gw.DataHandler()})
 	}
 	if cfg.EgressListen != "" && sg != nil { // Validate refuses it without the signer
-		servers = append(servers, &namedServer{name: "egress", addr: cfg.EgressListen, handler: newEgressProxy(keys, sg.current, log)})
+		servers = append(servers, &namedServer{name: "egress", addr: cfg.EgressListen, handler: newEgressProxy(keys, gw, sg.current, log)})
 	}
 	if cfg.AdminTokenFile != "" || len(cfg.AdminServiceAccounts) > 0 {
 		var tok []byte

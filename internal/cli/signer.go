@@ -65,7 +65,9 @@ func vkeyName(vkey string) (string, error) {
 // newSigner starts the signer of cfg on db. onBadCosignature, if not nil,
 // is called with a witness's name for each cosignature it answered that
 // does not verify with its configured vkey (the line is dropped).
-func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.Logger, onBadCosignature func(witness string)) (*signer.Signer, error) {
+// flushInbox, if not nil, writes this replica's queued model calls (see
+// signer.Options.FlushInbox).
+func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.Logger, onBadCosignature func(witness string), flushInbox func(context.Context) error) (*signer.Signer, error) {
 	ws, err := cfg.witnesses()
 	if err != nil {
 		return nil, usageError{err}
@@ -77,7 +79,7 @@ func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.
 	opts := signer.Options{
 		Store: db, KeyFile: key, Origin: cfg.SignerOrigin, PolicyDir: cfg.PolicyDir,
 		Shared:      cfg.DatabaseURL != "", // replicas take turns on one log
-		IdleTimeout: cfg.SignerIdle, ApprovalTTL: cfg.ApprovalTTL, Log: log,
+		IdleTimeout: cfg.SignerIdle, ApprovalTTL: cfg.ApprovalTTL, Log: log, FlushInbox: flushInbox,
 		WitnessSize: func(err error) (int64, bool) {
 			var ce *witness.ConflictError
 			if errors.As(err, &ce) {

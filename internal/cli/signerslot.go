@@ -39,6 +39,10 @@ type signerSlot struct {
 	// (custody_signer_witness_bad_cosignatures_total); set by
 	// registerMetrics, nil before.
 	badCosignatures *prometheus.CounterVec
+	// flushInbox writes the model calls this replica's gateway has
+	// queued (its InboxWriter's Flush), before the signer closes a run;
+	// nil without a gateway.
+	flushInbox func(context.Context) error
 }
 
 // registerMetrics registers the signer's collectors that outlive the
@@ -184,7 +188,7 @@ func (sl *signerSlot) runLeased(ctx context.Context, db *postgres.DB, cfg ServeC
 			}
 			continue
 		}
-		s, err := newSigner(ctx, cfg, w.Store(), log, sl.onBadCosignature)
+		s, err := newSigner(ctx, cfg, w.Store(), log, sl.onBadCosignature, sl.flushInbox)
 		if err != nil {
 			sl.startErr.Store(&err)
 			sl.startFailures.Add(1)

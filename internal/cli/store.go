@@ -19,6 +19,7 @@ type store interface {
 	memory.Store
 	gateway.Store
 	signer.Store
+	signer.InboxStore
 	Ping(ctx context.Context) error
 	Close() error
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"strconv"
 	"strings"
 	"time"
@@ -33,11 +34,22 @@ type Request struct {
 	URL    string // plain HTTP only
 }
 
-// Decision is the answer to a Request.
+// Decision is the answer to a Request. CallID is the decision's id
+// (given back to Complete).
 type Decision struct {
 	Allow   bool
 	RuleIDs []string
+	CallID  string
 }
+
+// Outcome is what became of an allowed request, for [Proxy.Complete]:
+// one short word with what it concerns, at most 64 printable bytes:
+//
+//	connected:ADDR      the tunnel was opened to ADDR (ip:port actually dialled)
+//	status:N:ADDR       a plain-HTTP request answered N from ADDR
+//	refused:RULE        the dial-time check refused every address the name resolved to
+//	unreachable         the destination could not be reached
+type Outcome string
 
 // ErrCaller marks a Decide error about the caller rather than the
 // destination (a run that is not the caller's, a key revoked since
@@ -64,6 +76,10 @@ type Proxy struct {
 	Authenticate func(r *http.Request) (Caller, error)
 	// Decide decides and records one destination. Required.
 	Decide func(ctx context.Context, c Caller, req Request) (Decision, error)
+	// Complete, if set, records the outcome of an allowed request, once,
+	// when it is known (before a tunnel's bytes flow, after a plain
+	// request's response header). Its error is logged.
+	Complete func(ctx context.Context, c Caller, d Decision, o Outcome) error
 	// Dialer dials allowed destinations. Default: a zero Dialer.
 	Dialer *Dialer
 	// Log gets one line per refusal. Default slog.Default().
@@ -123,11 +139,27 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusForbidden, "destination refused: "+strings.Join(dec.RuleIDs, ","))
 		return
 	}
+	done := func(o Outcome) {
+		if p.Complete == nil {
+			return
+		}
+		if err := p.Complete(context.WithoutCancel(r.Context()), caller, dec, o); err != nil {
+			p.log().Warn("egress outcome not recorded", "tenant", caller.Identity.Tenant, "agent", caller.Identity.Agent, "call_id", dec.CallID, "err", err)
+		}
+	}
 	if r.Method == http.MethodConnect {
-		p.tunnel(w, r, req)
+		p.tunnel(w, r, req, done)
 		return
 	}
-	p.forward(w, r, req)
+	p.forward(w, r, req, done)
+}
+
+// addrOutcome is prefix + ":" + addr, without addr if that would not fit.
+func addrOutcome(prefix string, addr net.Addr) Outcome {
+	if addr != nil && len(prefix)+1+len(addr.String()) <= 64 {
+		return Outcome(prefix + ":" + addr.String())
+	}
+	return Outcome(prefix)
 }
 
 // destination reads what r asks for.
@@ -168,22 +200,25 @@ func splitPort(hostport string, def int) (string, int, error) {
 
 // dialRefusal answers a failed dial: 403 for the dial-time check, 502
 // otherwise.
-func (p *Proxy) dialRefusal(w http.ResponseWriter, req Request, err error) {
+func (p *Proxy) dialRefusal(w http.ResponseWriter, req Request, err error, done func(Outcome)) {
 	var de *DeniedError
 	if errors.As(err, &de) {
 		p.log().Info("egress refused at dial time", "host", req.Host, "addr", de.Addr, "kind", de.Kind, "rule", de.Rule)
+		done(Outcome("refused:" + de.Rule))
 		refuse(w, http.StatusForbidden, "destination refused: "+de.Rule)
 		return
 	}
+	done("unreachable")
 	refuse(w, http.StatusBadGateway, "destination unreachable")
 }
 
-func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, req Request) {
+func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, req Request, done func(Outcome)) {
 	up, err := p.dialer().DialContext(r.Context(), "tcp", net.JoinHostPort(req.Host, strconv.Itoa(req.Port)))
 	if err != nil {
-		p.dialRefusal(w, req, err)
+		p.dialRefusal(w, req, err, done)
 		return
 	}
+	done(addrOutcome("connected", up.RemoteAddr()))
 	rc := http.NewResponseController(w)
 	w.WriteHeader(http.StatusOK)
 	if err := rc.Flush(); err != nil {
@@ -212,8 +247,10 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, req Request) {
 // Proxy-Authorization: the custody key never leaves custody.
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request) {
-	out := r.Clone(r.Context())
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, done func(Outcome)) {
+	var remote net.Addr
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { remote = i.Conn.RemoteAddr() }}
+	out := r.Clone(httptrace.WithClientTrace(r.Context(), trace))
 	out.RequestURI = ""
 	for _, h := range r.Header.Values("Connection") {
 		for _, name := range strings.Split(h, ",") {
@@ -232,9 +269,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request) {
 	defer tr.CloseIdleConnections()
 	resp, err := tr.RoundTrip(out)
 	if err != nil {
-		p.dialRefusal(w, req, err)
+		p.dialRefusal(w, req, err, done)
 		return
 	}
+	done(addrOutcome("status:"+strconv.Itoa(resp.StatusCode), remote))
 	defer resp.Body.Close()
 	for _, h := range hopHeaders {
 		resp.Header.Del(h)

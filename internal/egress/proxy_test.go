@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,13 @@ type proxyFixture struct {
 	deny      map[string]bool // hosts denied by Decide
 	failing   bool
 	callerErr bool // Decide refuses the caller
+	outcomes  []Outcome
+}
+
+func (f *proxyFixture) completed() []Outcome {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]Outcome(nil), f.outcomes...)
 }
 
 func newProxy(t *testing.T, d *Dialer) *proxyFixture {
@@ -62,7 +70,13 @@ func newProxy(t *testing.T, d *Dialer) *proxyFixture {
 			if f.deny[req.Host] {
 				return Decision{RuleIDs: []string{"AGENTS-009"}}, nil
 			}
-			return Decision{Allow: true, RuleIDs: []string{"AGENTS-001"}}, nil
+			return Decision{Allow: true, RuleIDs: []string{"AGENTS-001"}, CallID: fmt.Sprint("c", len(f.asked))}, nil
+		},
+		Complete: func(_ context.Context, c Caller, d Decision, o Outcome) error {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.outcomes = append(f.outcomes, Outcome(d.CallID+"="+string(o)))
+			return nil
 		},
 	}
 	srv := httptest.NewServer(p)
@@ -115,6 +129,9 @@ func TestForwardPlainHTTP(t *testing.T) {
 	if len(f.asked) != 1 || f.asked[0].Method != "GET" || !strings.HasSuffix(f.asked[0].URL, "/path?q=1") {
 		t.Errorf("decided %+v", f.asked)
 	}
+	if got, want := f.completed(), []Outcome{Outcome("c1=status:200:" + up.Listener.Addr().String())}; !slices.Equal(got, want) {
+		t.Errorf("completed %v, want %v (the status and the address dialled)", got, want)
+	}
 }
 
 // A CONNECT tunnel carries TLS end to end once decided.
@@ -135,6 +152,9 @@ func TestConnectTunnel(t *testing.T) {
 	}
 	if len(f.asked) != 1 || f.asked[0].Method != "CONNECT" || f.asked[0].Host != "127.0.0.1" {
 		t.Errorf("decided %+v", f.asked)
+	}
+	if got, want := f.completed(), []Outcome{Outcome("c1=connected:" + up.Listener.Addr().String())}; !slices.Equal(got, want) {
+		t.Errorf("completed %v, want %v", got, want)
 	}
 }
 
@@ -198,6 +218,11 @@ func TestRefusals(t *testing.T) {
 	c.Close()
 	if string(line) != "HTTP/1.1 403" {
 		t.Errorf("CONNECT localhost: %q, want HTTP/1.1 403", line)
+	}
+	// Each refusal at dial time is the allowed call's recorded outcome.
+	want := []Outcome{"c1=refused:" + RuleInternal, "c2=refused:" + RuleInternal, "c3=refused:" + RuleInternal}
+	if got := strict.completed(); !slices.Equal(got, want) {
+		t.Errorf("completed %v, want %v", got, want)
 	}
 
 	f.deny = map[string]bool{}

@@ -47,7 +47,7 @@ type benchEnv struct {
 	token               string
 }
 
-func newBenchEnv(b *testing.B) *benchEnv {
+func newBenchEnv(b *testing.B, mods ...func(*Options)) *benchEnv {
 	b.Helper()
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
@@ -64,6 +64,10 @@ func newBenchEnv(b *testing.B) *benchEnv {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/v1/tool" {
+			io.WriteString(w, benchToolCall)
+			return
+		}
 		io.WriteString(w, `{"id":"x","object":"chat.completion","choices":[{"message":{"content":"hi"}}]}`)
 	}))
 	target, _ := url.Parse(up.URL)
@@ -90,13 +94,17 @@ func newBenchEnv(b *testing.B) *benchEnv {
 
 	keys := b.TempDir()
 	os.WriteFile(filepath.Join(keys, "openai"), []byte("sk-bench"), 0o600)
-	g, err := New(context.Background(), Options{
+	opts := Options{
 		Store:      newMemStore(),
 		Providers:  map[string]ProviderConfig{"openai": {BaseURL: up.URL, AllowPaths: []string{"POST /v1/sse", "POST /v1/big"}}},
 		KeysDir:    keys,
 		SigningKey: newKey(b),
 		Log:        slog.New(slog.DiscardHandler),
-	})
+	}
+	for _, f := range mods {
+		f(&opts)
+	}
+	g, err := New(context.Background(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}

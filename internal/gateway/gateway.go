@@ -382,6 +382,9 @@ type Options struct {
 	// Metrics, if set, receives the gateway's collectors (labels: provider
 	// from the configured set or "unknown", outcome from a fixed set).
 	Metrics prometheus.Registerer
+	// Recorder, if set, receives every request made with a token minted
+	// for a run (see [Recorder]); nil records nothing.
+	Recorder Recorder
 }
 
 // provider is a configured provider.
@@ -411,6 +414,7 @@ type Gateway struct {
 	maxStale  time.Duration
 	log       *slog.Logger
 	metrics   *metrics
+	recorder  Recorder
 
 	cursor int64 // largest revocation Seq applied; owned by the poller
 
@@ -496,6 +500,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		inflight:  newInflightSet(),
 		transport: newTransport(opts.UpstreamProxy, opts.ResponseHeaderTimeout),
 		now:       opts.Now,
+		recorder:  opts.Recorder,
 		leeway:    tc.leeway(),
 		poll:      opts.PollInterval,
 		maxStale:  opts.MaxStaleness,

@@ -261,6 +261,21 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	jti := claims.ID
+	// From here on, a request of a run's token is recorded in the run,
+	// refusals included.
+	rc := g.startRecording(claims, p, r, rest)
+	var st *proxyState
+	model := ""
+	if rc != nil {
+		w = rc.writer(w)
+		defer func() {
+			outcome := rc.refused
+			if st != nil {
+				outcome = st.outcome
+			}
+			rc.finish(r.Context(), outcome, model)
+		}()
+	}
 	if !claims.AllowsProvider(name) {
 		g.refuse(w, r, name, jti, fmt.Errorf("%w %s", ErrProviderScope, name))
 		return
@@ -284,8 +299,8 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(claims.Models) > 0 {
-		if m := requestModel(p, r, rest); !claims.AllowsModel(m) {
-			g.refuse(w, r, name, jti, fmt.Errorf("%w %s", ErrModelScope, shownModel(m)))
+		if model = requestModel(p, r, rest); !claims.AllowsModel(model) {
+			g.refuse(w, r, name, jti, fmt.Errorf("%w %s", ErrModelScope, shownModel(model)))
 			return
 		}
 	}
@@ -316,7 +331,10 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 	// it here also makes a late read by the transport fail cleanly.
 	_ = http.NewResponseController(w).EnableFullDuplex()
 	defer r.Body.Close()
-	st := &proxyState{provider: p, key: key, jti: jti, rest: rest, rawRest: rawRest, outcome: outcomeProxied}
+	if rc != nil {
+		r.Body = rc.body(r.Body)
+	}
+	st = &proxyState{provider: p, key: key, jti: jti, rest: rest, rawRest: rawRest, outcome: outcomeProxied}
 	g.metrics.inflight.Inc()
 	defer func() {
 		g.metrics.inflight.Dec()
@@ -333,7 +351,11 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 // refuse answers a refused request with its plain-text refusal.
 func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, provider, jti string, err error) {
 	status, text := refusalFor(err)
-	g.metrics.request(provider, outcomeFor(err))
+	outcome := outcomeFor(err)
+	g.metrics.request(provider, outcome)
+	if rw, ok := w.(*recordingWriter); ok {
+		rw.rc.refused = outcome
+	}
 	if provider == "" {
 		provider = "unknown"
 	}

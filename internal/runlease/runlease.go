@@ -47,6 +47,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -115,6 +117,30 @@ func EnvVars(providers []string, gatewayURL, token string) (map[string]string, e
 	return env, nil
 }
 
+// EgressEnv is the environment that sends a process's HTTP(S) through
+// custody's egress proxy at proxyURL (http://host:port) with run and
+// token as the proxy credentials: HTTP_PROXY, HTTPS_PROXY, http_proxy
+// and https_proxy set to http://RUN:TOKEN@host:port (user information
+// percent-encoded), and NO_PROXY and no_proxy to the gateway's host, so
+// model calls go to the gateway directly. curl, pip, git, Go, Python and
+// Node clients honour them. It fails on a proxy URL that is not http
+// with a host and nothing else, or an empty run or token.
+func EgressEnv(proxyURL, gatewayURL, run, token string) (map[string]string, error) {
+	u, err := url.Parse(proxyURL)
+	if err != nil || u.Scheme != "http" || u.Host == "" || u.User != nil || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		return nil, fmt.Errorf("egress proxy %q: want http://host:port", proxyURL)
+	}
+	if run == "" || token == "" {
+		return nil, errors.New("egress proxy: a run and a token are required")
+	}
+	p := (&url.URL{Scheme: "http", User: url.UserPassword(run, token), Host: u.Host}).String()
+	env := map[string]string{"HTTP_PROXY": p, "HTTPS_PROXY": p, "http_proxy": p, "https_proxy": p}
+	if g, err := url.Parse(gatewayURL); err == nil && g.Hostname() != "" {
+		env["NO_PROXY"], env["no_proxy"] = g.Hostname(), g.Hostname()
+	}
+	return env, nil
+}
+
 // Options configure one [Run]. The zero value of each optional field means
 // its default.
 type Options struct {
@@ -138,8 +164,16 @@ type Options struct {
 	// revocation fail.
 	TTL time.Duration
 	// RunID, Tenant and Agent are recorded with the token. RunID defaults
-	// to a random "run_" + 24 hex digits.
+	// to a random "run_" + 24 hex digits. When RunID is a signer run of
+	// Tenant and Agent, every model call the process makes through the
+	// gateway is recorded in it (and its egress decided in it).
 	RunID, Tenant, Agent string
+	// EgressProxy, if set, is the egress proxy as the sandbox reaches it
+	// (http://host:port): the process gets HTTP_PROXY and HTTPS_PROXY
+	// (and their lower-case forms) pointing at it with RunID and the
+	// token as credentials, and NO_PROXY naming the gateway's host (see
+	// [EgressEnv]).
+	EgressProxy string
 	// Stdout and Stderr receive the process's output as it arrives.
 	// Default io.Discard.
 	Stdout, Stderr io.Writer
@@ -203,6 +237,11 @@ func (o *Options) validate() error {
 	}
 	if _, err := EnvVars(o.Providers, o.GatewayURL, ""); err != nil {
 		return fmt.Errorf("runlease: %w", err)
+	}
+	if o.EgressProxy != "" {
+		if _, err := EgressEnv(o.EgressProxy, o.GatewayURL, "run", "token"); err != nil {
+			return fmt.Errorf("runlease: %w", err)
+		}
 	}
 	if o.TTL == 0 {
 		o.TTL = 30 * time.Minute
@@ -277,6 +316,13 @@ func Run(ctx context.Context, opts Options) (exitCode int, err error) {
 	env, err := EnvVars(opts.Providers, opts.GatewayURL, tok.Token)
 	if err != nil {
 		return -1, fmt.Errorf("runlease: %w", err)
+	}
+	if opts.EgressProxy != "" {
+		pe, err := EgressEnv(opts.EgressProxy, opts.GatewayURL, opts.RunID, tok.Token)
+		if err != nil {
+			return -1, fmt.Errorf("runlease: %w", err)
+		}
+		maps.Copy(env, pe)
 	}
 	if err := ctx.Err(); err != nil {
 		return -1, fmt.Errorf("runlease: cancelled before the process started: %w", err)

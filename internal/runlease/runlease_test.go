@@ -541,3 +541,28 @@ func TestTokenFormattingHidesSecret(t *testing.T) {
 		}
 	}
 }
+
+// TestEgressProxyEnvironment: with EgressProxy the process also gets
+// HTTP(S)_PROXY with the run and the token as credentials (and NO_PROXY
+// for the gateway); without it, none of them.
+func TestEgressProxyEnvironment(t *testing.T) {
+	h := newHarness(t, shared)
+	o := h.options(t, "sh", "-c", `printf '%s|%s|%s' "$HTTPS_PROXY" "$http_proxy" "$NO_PROXY"`)
+	o.EgressProxy = "http://custody-egress.custody:8869"
+	if code, err := runlease.Run(context.Background(), o); err != nil || code != 0 {
+		t.Fatalf("Run = %d, %v; stderr %q", code, err, h.stderr.String())
+	}
+	_, token := h.admin.onlyToken(t)
+	p := "http://run-test:" + token + "@custody-egress.custody:8869"
+	if got, want := h.stdout.String(), p+"|"+p+"|gateway.test"; got != want {
+		t.Errorf("process saw %q, want %q", got, want)
+	}
+	for _, bad := range []string{"https://x:1", "http://u:p@x:1", "http://x:1/path", "x:1", "http://"} {
+		if _, err := runlease.EgressEnv(bad, "http://gw:8866", "r", "t"); err == nil {
+			t.Errorf("EgressEnv(%q) accepted", bad)
+		}
+	}
+	if _, err := runlease.EgressEnv("http://x:1", "http://gw:8866", "", "t"); err == nil {
+		t.Error("EgressEnv without a run accepted")
+	}
+}

@@ -257,6 +257,9 @@ func (s *Signer) Decide(ctx context.Context, caller apikey.Identity, run string,
 		rs.lastActivity = t.now
 		t.b.Calls = append(t.b.Calls, row)
 		t.b.Salts = append(t.b.Salts, Salt{Index: l.Index, Salt: salt})
+		d := decidedDigest(run, l.Index, req.Tool, canon)
+		t.b.Digests = append(t.b.Digests, d)
+		rs.recon.decided = append(rs.recon.decided, d)
 		resp.Index, resp.RunSeq = l.Index, l.RunSeq
 		return nil
 	})
@@ -370,6 +373,9 @@ func (s *Signer) RecordModelEvent(ctx context.Context, caller apikey.Identity, r
 
 // closeRun appends run.closing and marks rs closed; on the committer.
 func (t *txn) closeRun(rs *runState, reason string) (Leaf, error) {
+	if err := t.reconcile(rs); err != nil {
+		return Leaf{}, err
+	}
 	l, err := t.append(rs, verify.TypeRunClosing, map[string]any{"reason": reason})
 	if err != nil {
 		return l, err
@@ -388,6 +394,12 @@ func (t *txn) closeRun(rs *runState, reason string) (Leaf, error) {
 // CloseRun records run.closing with reason "closed" and signs a
 // checkpoint that covers it.
 func (s *Signer) CloseRun(ctx context.Context, caller apikey.Identity, run string) (Appended, error) {
+	// Record what the gateways observed first: the reconciliation must
+	// see every model call made before the close.
+	s.flushLocalInbox(ctx)
+	if _, err := s.DrainInbox(ctx); err != nil {
+		return Appended{}, fmt.Errorf("close run: %w", err)
+	}
 	var out Appended
 	err := s.submit(ctx, func(t *txn) error {
 		rs, err := t.openRun(&caller, run, "close")
@@ -466,6 +478,12 @@ func (s *Signer) CloseIdle(ctx context.Context) (int, error) {
 		}
 	}
 	s.mu.Unlock()
+	if len(ids) > 0 {
+		s.flushLocalInbox(ctx)
+		if _, err := s.DrainInbox(ctx); err != nil {
+			return 0, fmt.Errorf("idle close: %w", err)
+		}
+	}
 	closed := 0
 	for _, id := range ids {
 		err := s.submit(ctx, func(t *txn) error {

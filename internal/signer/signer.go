@@ -99,6 +99,17 @@ type Options struct {
 	// (bad signature, unknown key, malformed), once per line, from the
 	// goroutine signing the checkpoint. For a metric; nil: none.
 	OnBadCosignature func(witness int)
+	// InboxInterval is how often the model-call inbox is drained
+	// ([Signer.DrainInbox]). Default 250ms.
+	InboxInterval time.Duration
+	// FlushInbox, if set, is called before a run is closed, ahead of the
+	// drain: it writes what this process's own gateway has queued (an
+	// InboxWriter's Flush), so that a model call this replica served just
+	// before the close is in the run. Calls queued on other replicas'
+	// gateways reach the inbox within their InboxWriter's interval; one
+	// that arrives after the close is recorded as model.call.refused
+	// (run_closed) in "_log". A FlushInbox error is logged, not fatal.
+	FlushInbox func(ctx context.Context) error
 	// MaxBatch is the most appends one group commit writes. Default 64:
 	// small enough that, under load, one batch is signed while the one
 	// before commits (a single batch of every waiting caller leaves the
@@ -149,6 +160,7 @@ type Signer struct {
 	failed   chan struct{} // closed once the signer refuses writes for good (see Failed)
 	failOnce sync.Once
 	qmu      sync.RWMutex // held shared while queueing; exclusively to stop queueing
+	drainMu  sync.Mutex   // one DrainInbox at a time
 	stopping bool
 
 	mu       sync.Mutex // guards the fields below, and runs' contents
@@ -195,6 +207,7 @@ type runState struct {
 	closed       bool
 	calls        map[string]*callState
 	approvals    map[string]*approval
+	recon        reconState
 }
 
 type callState struct {
@@ -248,6 +261,9 @@ func New(ctx context.Context, opts Options) (*Signer, error) {
 	}
 	if opts.MaxBatch == 0 {
 		opts.MaxBatch = 64
+	}
+	if opts.InboxInterval <= 0 {
+		opts.InboxInterval = 250 * time.Millisecond
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -307,9 +323,10 @@ func New(ctx context.Context, opts Options) (*Signer, error) {
 			s.log.WarnContext(ctx, "start-up witness probe failed", "err", err)
 		}
 	}
-	s.bgWG.Add(2)
+	s.bgWG.Add(3)
 	go s.idleLoop()
 	go s.checkpointLoop()
+	go s.inboxLoop()
 	return s, nil
 }
 
@@ -398,6 +415,9 @@ func (s *Signer) load(ctx context.Context) error {
 				return fmt.Errorf("signer: load salt %d: %w", a.Index, err)
 			}
 			rs.approvals[a.ID] = &approval{row: a, salt: salt, changed: make(chan struct{})}
+		}
+		if err := s.loadRecon(ctx, rs); err != nil {
+			return err
 		}
 		s.runs[row.ID] = rs
 	}

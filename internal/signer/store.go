@@ -63,6 +63,49 @@ type Store interface {
 	Policy(ctx context.Context, hash string) ([]byte, error)
 	// Meta returns a value set with [Batch.Meta].
 	Meta(ctx context.Context, name string) (string, error)
+	// ArgDigests returns a run's argument digests ([Batch.Digests]) in
+	// leaf index and position order.
+	ArgDigests(ctx context.Context, run string) ([]ArgDigest, error)
+	// Inbox returns up to limit entries of the model-call inbox, oldest
+	// first ([InboxStore.PutInbox] adds them, [Batch.InboxDone] removes
+	// them).
+	Inbox(ctx context.Context, limit int) ([]InboxEntry, error)
+}
+
+// InboxStore is the write side of the model-call inbox: what a gateway on
+// any replica sharing the store uses to hand the signer the model calls it
+// observed ([InboxWriter]). Entries are opaque JSON ([ModelCall]); one
+// PutInbox is one transaction. Both stores implement it.
+type InboxStore interface {
+	PutInbox(ctx context.Context, entries [][]byte) error
+}
+
+// InboxEntry is one pending inbox entry: its id (ascending in insertion
+// order) and its data, the JSON of a [ModelCall].
+type InboxEntry struct {
+	ID   int64
+	Data []byte
+}
+
+// Argument digest kinds.
+const (
+	DigestDecided   = "decided"    // the args of a call.decided record
+	DigestRequested = "requested"  // the args of a tool use in a model.call record
+	DigestModelCall = "model_call" // a model.call record itself (Pos: its tool uses dropped; no digest)
+)
+
+// ArgDigest is the SHA-256 of one call's or tool use's canonical
+// arguments, kept beside the log (never in a record) so that the run's
+// reconciliation can match what the model asked for with what was
+// decided. Digest is nil for a tool use whose arguments could not be
+// read (malformed or over the bound): it matches by tool name only.
+type ArgDigest struct {
+	Run    string
+	Index  int64 // leaf index of the record
+	Pos    int   // position of the tool use in a model.call record; for DigestModelCall the uses it dropped; 0 for a decision
+	Kind   string
+	Tool   string
+	Digest []byte
 }
 
 // Leaf is one record of the log.
@@ -154,12 +197,15 @@ type Batch struct {
 	Calls      []CallRow     // inserted
 	Approvals  []ApprovalRow // inserted or replaced by ID
 	Meta       map[string]string
+	Digests    []ArgDigest // inserted
+	InboxDone  []int64     // inbox entry ids deleted (recorded by this batch)
 }
 
 func (b *Batch) reset() {
 	*b = Batch{
 		Leaves: b.Leaves[:0], Hashes: b.Hashes[:0], Salts: b.Salts[:0],
 		NewRuns: b.NewRuns[:0], ClosedRuns: b.ClosedRuns[:0], Calls: b.Calls[:0], Approvals: b.Approvals[:0],
+		Digests: b.Digests[:0], InboxDone: b.InboxDone[:0],
 	}
 }
 

@@ -316,6 +316,7 @@ func queueInserts(q *pgx.Batch, b *signer.Batch) []string {
 		queue("meta", `INSERT INTO signer_meta (name, value) SELECT * FROM unnest($1::text[], $2::text[])
 			ON CONFLICT (name) DO UPDATE SET value = excluded.value`, names, values)
 	}
+	queueInbox(queue, b)
 	return names
 }
 

@@ -26,4 +26,6 @@ var migrations = []string{
 	signerSchema,
 	// 6: model gateway: the model allow-list of each minted token.
 	gatewayModelsSchema,
+	// 7: signer: the model-call inbox and the argument digests of runs.
+	signerInboxSchema,
 }

@@ -169,7 +169,7 @@ func (d *DB) AppendBatch(ctx context.Context, b *signer.Batch) error {
 				return fmt.Errorf("meta: %w", err)
 			}
 		}
-		return nil
+		return appendInbox(ctx, tx, b)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: append signer batch: %w", err)

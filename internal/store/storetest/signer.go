@@ -51,6 +51,7 @@ func Signer(t *testing.T, open func(testing.TB) signer.Store) {
 		{"NotFound", testSignerNotFound},
 		{"Fencing", testSignerFencing},
 		{"ConcurrentReads", testSignerConcurrentReads},
+		{"Inbox", testSignerInbox},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, open(t)) })
 	}

@@ -141,7 +141,9 @@ func runSteps(ctx context.Context, steps []buildStep, progress io.Writer) (Binar
 		}
 		fmt.Fprintf(progress, "[%d/%d] %s: building %s (%s the first time)\n", i+1, len(steps), s.name, s.source, s.hint)
 		start := time.Now()
-		tmp := s.out + ".tmp"
+		// Per process: two builds racing (make test and make demo, say)
+		// must not rename or remove each other's half-built binary.
+		tmp := fmt.Sprintf("%s.tmp%d", s.out, os.Getpid())
 		err := os.MkdirAll(filepath.Dir(s.out), 0o755)
 		if err == nil {
 			err = s.build(ctx, tmp, progress)

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"go/parser"
 	"go/token"
 	"io"
@@ -49,10 +50,11 @@ func TestRunSteps(t *testing.T) {
 	if want := (Binaries{"a": cached, "b": filepath.Join(dir, "new", "fresh")}); !maps.Equal(bins, want) {
 		t.Errorf("runSteps = %v, want %v", bins, want)
 	}
-	if want := []string{"fresh.tmp"}; !slices.Equal(built, want) {
+	tmp := fmt.Sprintf("fresh.tmp%d", os.Getpid())
+	if want := []string{tmp}; !slices.Equal(built, want) {
 		t.Errorf("built %v, want %v (the cached one is not rebuilt)", built, want)
 	}
-	if want := []string{"cached", "fresh.tmp"}; !slices.Equal(checked, want) {
+	if want := []string{"cached", tmp}; !slices.Equal(checked, want) {
 		t.Errorf("checked %v, want %v (the cached one and the new one before it enters the cache)", checked, want)
 	}
 	for _, line := range []string{"[1/2] a: cached\n", "[2/2] b: building pkg/b (a while the first time)\n", "[2/2] b: built in "} {
@@ -76,7 +78,7 @@ func TestRunStepsRefusesWhatFailsItsCheck(t *testing.T) {
 	if !errors.Is(err, errSmokeCheck) {
 		t.Fatalf("runSteps(new binary failing its check) = %v, want errSmokeCheck", err)
 	}
-	for _, p := range []string{fresh, fresh + ".tmp"} {
+	for _, p := range []string{fresh, fmt.Sprintf("%s.tmp%d", fresh, os.Getpid())} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s left behind (stat: %v); a binary failing its check must not enter the cache", filepath.Base(p), err)
 		}

@@ -1,0 +1,189 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"hash"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/agentcustody/custody/internal/tooluse"
+)
+
+// Recorder receives what the gateway observed of each request made with
+// a token minted for a run (a run_id claim): once per request that passed
+// the token checks (verified, minted), when its response has ended, been
+// cut, or been refused. RecordCall is called on the request's goroutine
+// after the client got its last byte; it should queue, not write (see
+// signer.InboxWriter). A token without run_id is never recorded.
+type Recorder interface {
+	RecordCall(ctx context.Context, c Call)
+}
+
+// Call is one request as the gateway saw it. Bodies are never kept:
+// only the SHA-256 of the request body as forwarded upstream (what the
+// upstream read of it; empty for a refused request) and of the response
+// body as delivered to the client (after scrubbing; a refusal's text
+// included).
+type Call struct {
+	RunID, Tenant, Agent string // the token's run_id, tenant and agent claims
+	JTI                  string
+	Provider             string // the gateway provider name
+	Model                string // as the response reports it, else as the request names it
+	PathClass            string // [pathClass] of the path, e.g. "messages"
+	Method               string
+	Status               int    // the status the client got
+	Outcome              string // the custody_gateway_requests_total outcome: proxied, forbidden, revoked, …
+	Stream               bool   // a server-sent event stream
+	Started              time.Time
+	Duration             time.Duration // until the response ended
+	FirstByte            time.Duration // until the response's first byte, 0 if none
+	RequestSHA256        [32]byte
+	ResponseSHA256       [32]byte
+	// Response is what internal/tooluse read of the response: tool uses
+	// the model requested, usage, stop reason (zero for a path it has no
+	// format for, e.g. embeddings).
+	Response tooluse.Result
+}
+
+// recording follows one request for the Recorder: it wraps the response
+// writer (hashing and scanning what the client gets) and the request body
+// (hashing what the upstream reads).
+type recording struct {
+	g       *Gateway
+	call    Call
+	reqHash hash.Hash
+	resHash hash.Hash
+	scanner *tooluse.Scanner
+	format  tooluse.Format
+	known   bool // format known for the path
+	w       http.ResponseWriter
+	wrote   bool
+	refused string // the outcome of a refusal, set by Gateway.refuse
+}
+
+// startRecording returns a recording for a request of a run's token, nil
+// when there is no Recorder or the token has no run.
+func (g *Gateway) startRecording(c *Claims, p *provider, r *http.Request, rest string) *recording {
+	if g.recorder == nil || c.RunID == "" {
+		return nil
+	}
+	rc := &recording{g: g, reqHash: sha256.New(), resHash: sha256.New()}
+	rc.call = Call{
+		RunID: c.RunID, Tenant: c.Tenant, Agent: c.Agent, JTI: c.ID,
+		Provider: p.name, PathClass: pathClass(rest), Method: r.Method,
+		Started: g.now(),
+	}
+	rc.format, rc.known = tooluse.FormatFor(p.kind, rest)
+	return rc
+}
+
+// writer wraps w: every byte the client gets is hashed and, once the
+// header says what the body is, scanned.
+func (rc *recording) writer(w http.ResponseWriter) http.ResponseWriter {
+	rc.w = w
+	return &recordingWriter{ResponseWriter: w, rc: rc}
+}
+
+// body wraps a request body so that what the upstream reads is hashed.
+func (rc *recording) body(b io.ReadCloser) io.ReadCloser {
+	if b == nil || b == http.NoBody {
+		return b
+	}
+	return &hashingBody{ReadCloser: b, h: rc.reqHash}
+}
+
+// finish hands the call to the Recorder.
+func (rc *recording) finish(ctx context.Context, outcome string, model string) {
+	c := &rc.call
+	c.Duration = rc.g.now().Sub(c.Started)
+	c.Outcome = outcome
+	if c.Status == 0 {
+		c.Status = http.StatusOK // nothing written: the server answers 200
+	}
+	copy(c.RequestSHA256[:], rc.reqHash.Sum(nil))
+	copy(c.ResponseSHA256[:], rc.resHash.Sum(nil))
+	if rc.scanner != nil {
+		c.Response = rc.scanner.Result()
+	}
+	c.Model = c.Response.Model
+	if c.Model == "" {
+		c.Model = model
+	}
+	// Not the request's context: the call is recorded even when the
+	// client went away.
+	rc.g.recorder.RecordCall(context.WithoutCancel(ctx), *c)
+}
+
+type recordingWriter struct {
+	http.ResponseWriter
+	rc *recording
+}
+
+func (w *recordingWriter) WriteHeader(status int) {
+	rc := w.rc
+	if !rc.wrote && status >= 200 {
+		rc.wrote = true
+		rc.call.Status = status
+		rc.call.FirstByte = rc.g.now().Sub(rc.call.Started)
+		ct := w.Header().Get("Content-Type")
+		rc.call.Stream = isEventStream(w.Header())
+		if rc.known && rc.refused == "" {
+			rc.scanner = tooluse.NewScanner(rc.format, ct, tooluse.Limits{})
+		}
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *recordingWriter) Write(p []byte) (int, error) {
+	if !w.rc.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.rc.resHash.Write(p[:n])
+	if w.rc.scanner != nil {
+		w.rc.scanner.Write(p[:n])
+	}
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the server's writer (flush,
+// full duplex).
+func (w *recordingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+type hashingBody struct {
+	io.ReadCloser
+	h hash.Hash
+}
+
+func (b *hashingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.h.Write(p[:n])
+	return n, err
+}
+
+// Authenticate checks a gateway token as the data plane does, without a
+// provider: it verifies, was minted by this gateway (claims recorded),
+// and is not revoked; the revocation view must be current. It is how
+// another custody listener (the egress proxy) admits a per-run token, so
+// that what dies with the process for model calls dies with it there
+// too. Errors are those of the data plane: ErrTokenNotMinted,
+// ErrTokenUnchecked, ErrRevocationStale, ErrRevoked, or a verification
+// error (expired, bad signature, …).
+func (g *Gateway) Authenticate(ctx context.Context, token string) (*Claims, error) {
+	c, err := g.verifier.Verify(token)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.checkMinted(ctx, c); err != nil {
+		return nil, err
+	}
+	if g.stale() {
+		return nil, ErrRevocationStale
+	}
+	if g.revoked.has(c.ID) {
+		return nil, ErrRevoked
+	}
+	return c, nil
+}

@@ -1,0 +1,78 @@
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/agentcustody/custody/internal/signer"
+)
+
+// testSignerInbox: entries come back oldest first with increasing ids,
+// up to the limit; a batch removes the entries it recorded and writes its
+// argument digests (a nil digest kept as nil) in the same commit; a
+// batch refused as a conflict removes nothing.
+func testSignerInbox(t *testing.T, st signer.Store) {
+	ctx := context.Background()
+	in, ok := st.(signer.InboxStore)
+	if !ok {
+		t.Fatal("store does not implement signer.InboxStore")
+	}
+	var put [][]byte
+	for i := range 5 {
+		put = append(put, fmt.Appendf(nil, `{"n":%d}`, i))
+	}
+	if err := in.PutInbox(ctx, put[:3]); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.PutInbox(ctx, put[3:]); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Inbox(ctx, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 {
+		t.Fatalf("Inbox(4) = %d entries", len(got))
+	}
+	for i, e := range got {
+		if !bytes.Equal(e.Data, put[i]) || (i > 0 && e.ID <= got[i-1].ID) {
+			t.Fatalf("entry %d = %d %s, want %s in id order", i, e.ID, e.Data, put[i])
+		}
+	}
+	m := newSignerModel()
+	d := m.begin()
+	d.b.NewRuns = []signer.RunRow{signerRun("r1", 1)}
+	l := d.leaf(t, "r1")
+	d.b.Digests = []signer.ArgDigest{
+		{Run: "r1", Index: l.Index, Pos: 1, Kind: signer.DigestRequested, Tool: "Bash", Digest: bytes.Repeat([]byte{7}, 32)},
+		{Run: "r1", Index: l.Index, Pos: 0, Kind: signer.DigestRequested, Tool: "WebFetch"},
+		{Run: "r1", Index: l.Index, Pos: 2, Kind: signer.DigestModelCall},
+	}
+	d.b.InboxDone = []int64{got[0].ID, got[1].ID}
+	// A batch built on the same log, appended after d, conflicts: it
+	// removes nothing.
+	bad := m.begin()
+	bad.leaf(t, "r1")
+	bad.b.InboxDone = []int64{got[2].ID}
+	appendDraft(t, st, d)
+	if err := st.AppendBatch(ctx, &bad.b); err == nil {
+		t.Fatal("conflicting batch accepted")
+	}
+	rest, err := st.Inbox(ctx, 10)
+	if err != nil || len(rest) != 3 || rest[0].ID != got[2].ID {
+		t.Fatalf("after the batch: %v %v, want the 3 entries not recorded", rest, err)
+	}
+	ds, err := st.ArgDigests(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 3 || ds[0].Tool != "WebFetch" || ds[0].Digest != nil || ds[1].Pos != 1 ||
+		!bytes.Equal(ds[1].Digest, bytes.Repeat([]byte{7}, 32)) || ds[2].Pos != 2 || ds[2].Kind != signer.DigestModelCall {
+		t.Fatalf("ArgDigests = %+v", ds)
+	}
+	if ds, err := st.ArgDigests(ctx, "other"); err != nil || len(ds) != 0 {
+		t.Fatalf("ArgDigests(other) = %v, %v", ds, err)
+	}
+}

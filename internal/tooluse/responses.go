@@ -1,0 +1,275 @@
+package tooluse
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// respResponse is an OpenAI Responses API response object.
+type respResponse struct {
+	Model             string `json:"model"`
+	Status            string `json:"status"`
+	IncompleteDetails *struct {
+		Reason string `json:"reason"`
+	} `json:"incomplete_details"`
+	Usage  *respUsage `json:"usage"`
+	Output []respItem `json:"output"`
+	Error  *apiError  `json:"error"`
+}
+
+type respItem struct {
+	Type      string          `json:"type"`
+	CallID    string          `json:"call_id"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+	Input     *string         `json:"input"`
+	Action    json.RawMessage `json:"action"`    // local_shell_call, shell_call, computer_call
+	Operation json.RawMessage `json:"operation"` // apply_patch_call
+}
+
+type respUsage struct {
+	InputTokens        int64 `json:"input_tokens"`
+	OutputTokens       int64 `json:"output_tokens"`
+	InputTokensDetails *struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"input_tokens_details"`
+}
+
+// respEvent is a Responses API stream event.
+type respEvent struct {
+	Type        string          `json:"type"`
+	OutputIndex *int64          `json:"output_index"`
+	Item        *respItem       `json:"item"`
+	Delta       json.RawMessage `json:"delta"`
+	Arguments   json.RawMessage `json:"arguments"`
+	Input       json.RawMessage `json:"input"`
+	Response    *respResponse   `json:"response"`
+	Code        json.RawMessage `json:"code"`
+	Error       *apiError       `json:"error"`
+}
+
+// Kinds of Responses output items that are uses.
+const (
+	respNone    = iota
+	respJSON    // "arguments", a string holding JSON: function_call, mcp_call
+	respString  // "input", a free-form string: custom_tool_call
+	respBuiltin // "action" or "operation", an object, given whole in output_item.done
+)
+
+// respUseKind says whether an output item of type t is a use, of which
+// kind, and whether the provider runs it.
+func respUseKind(t string) (kind int, server bool) {
+	switch t {
+	case "function_call":
+		return respJSON, false
+	case "custom_tool_call":
+		return respString, false
+	case "mcp_call":
+		return respJSON, true
+	case "local_shell_call", "shell_call", "apply_patch_call", "computer_call":
+		return respBuiltin, false
+	}
+	return respNone, false
+}
+
+// name is the tool name of item: its name, or for a built-in tool the
+// item type without "_call" ("local_shell", "apply_patch").
+func (it *respItem) name() string {
+	if k, _ := respUseKind(it.Type); k == respBuiltin {
+		return strings.TrimSuffix(it.Type, "_call")
+	}
+	return it.Name
+}
+
+// builtinArgs are a built-in tool call's arguments: its action, or its
+// operation.
+func (it *respItem) builtinArgs() json.RawMessage {
+	if len(it.Action) > 0 && string(it.Action) != "null" {
+		return it.Action
+	}
+	return it.Operation
+}
+
+// id is the id a client answers an item with: call_id, or for an
+// mcp_call (which has none) its item id.
+func (it *respItem) id() string {
+	if it.CallID != "" {
+		return it.CallID
+	}
+	return it.ID
+}
+
+func (s *Scanner) respResponse(r *respResponse) {
+	if r == nil {
+		return
+	}
+	s.setModel(r.Model)
+	if r.IncompleteDetails != nil && r.IncompleteDetails.Reason != "" {
+		s.setStop(r.IncompleteDetails.Reason)
+	} else {
+		s.setStop(r.Status)
+	}
+	if r.Error != nil {
+		s.setError(r.Error.name())
+	}
+	if u := r.Usage; u != nil {
+		s.res.HasUsage = true
+		s.res.Usage = Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens}
+		if u.InputTokensDetails != nil {
+			s.res.Usage.CacheReadTokens = u.InputTokensDetails.CachedTokens
+		}
+	}
+}
+
+// responsesBody handles a whole response object (or error) body.
+func (s *Scanner) responsesBody(data []byte) {
+	var r respResponse
+	if !s.unmarshal(data, &r) {
+		return
+	}
+	s.parsed = true
+	s.respResponse(&r)
+	for i := range r.Output {
+		s.addRespItem(&r.Output[i])
+	}
+}
+
+// addRespItem records a whole output item, if it is a use.
+func (s *Scanner) addRespItem(it *respItem) {
+	kind, server := respUseKind(it.Type)
+	switch kind {
+	case respNone:
+	case respString:
+		in := ""
+		if it.Input != nil {
+			in = *it.Input
+		}
+		s.addUse(it.id(), it.Name, server, []byte(in), true)
+	case respBuiltin:
+		s.addUse(it.id(), it.name(), server, it.builtinArgs(), false)
+	default:
+		args, ok := jsonArgs(it.Arguments)
+		if !ok {
+			s.addBadUse(it.id(), it.Name, server)
+			return
+		}
+		s.addUse(it.id(), it.Name, server, args, false)
+	}
+}
+
+// responsesEvent handles one Responses API stream event.
+func (s *Scanner) responsesEvent(data []byte) {
+	if respTextDelta.matches(data) {
+		return
+	}
+	var e respEvent
+	if !s.unmarshal(data, &e) {
+		return
+	}
+	switch e.Type {
+	case "response.created", "response.in_progress", "response.queued":
+		s.respResponse(e.Response)
+	case "response.completed", "response.incomplete", "response.failed":
+		s.respResponse(e.Response)
+		if e.Response != nil {
+			// A use still open ends with its item in the response's
+			// output, at its output index.
+			for i := range e.Response.Output {
+				if p, ok := s.open[int64(i)]; ok {
+					s.respDone(int64(i), p, &e.Response.Output[i])
+				}
+			}
+		}
+		s.finishAll(true)
+		s.res.Complete = true
+	case "response.output_item.added":
+		if e.OutputIndex == nil || e.Item == nil {
+			s.res.Malformed = true
+			return
+		}
+		if kind, server := respUseKind(e.Item.Type); kind != respNone {
+			p := s.begin(*e.OutputIndex, e.Item.id(), e.Item.name(), server)
+			p.str = kind == respString
+			p.builtin = kind == respBuiltin
+		}
+	case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta",
+		"response.mcp_call_arguments.delta":
+		if p := s.respOpen(e.OutputIndex); p != nil {
+			s.respFragment(p, e.Delta, false)
+		}
+	case "response.function_call_arguments.done", "response.mcp_call_arguments.done":
+		if p := s.respOpen(e.OutputIndex); p != nil {
+			s.respFragment(p, e.Arguments, true)
+		}
+	case "response.custom_tool_call_input.done":
+		if p := s.respOpen(e.OutputIndex); p != nil {
+			s.respFragment(p, e.Input, true)
+		}
+	case "response.output_item.done":
+		if e.OutputIndex == nil || e.Item == nil {
+			s.res.Malformed = true
+			return
+		}
+		p, ok := s.open[*e.OutputIndex]
+		if !ok {
+			s.addRespItem(e.Item) // a use never announced as added
+			return
+		}
+		s.respDone(*e.OutputIndex, p, e.Item)
+	case "error":
+		name := (&apiError{Code: e.Code}).name()
+		if e.Error != nil {
+			name = e.Error.name()
+		}
+		s.setError(name)
+	}
+}
+
+// respDone ends the open use p under key with its whole item (whose
+// arguments replace the deltas), if item is of p's kind.
+func (s *Scanner) respDone(key int64, p *pending, item *respItem) {
+	kind, _ := respUseKind(item.Type)
+	switch {
+	case kind == respNone:
+		return // not the item p began with: left open
+	case p.builtin:
+		s.setArgs(p, item.builtinArgs())
+	case p.str:
+		if item.Input != nil {
+			s.setArgs(p, []byte(*item.Input))
+		}
+	case len(item.Arguments) > 0:
+		s.respFragment(p, item.Arguments, true)
+	}
+	s.finish(key, p, false)
+}
+
+// respOpen is the open use at output index i.
+func (s *Scanner) respOpen(i *int64) *pending {
+	if i == nil {
+		s.res.Malformed = true
+		return nil
+	}
+	return s.open[*i]
+}
+
+// respFragment appends (or, if whole, sets) arguments given as a JSON
+// string.
+func (s *Scanner) respFragment(p *pending, raw json.RawMessage, whole bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return
+	}
+	var str string
+	if raw[0] != '"' || json.Unmarshal(raw, &str) != nil {
+		p.malformed = true
+		return
+	}
+	if whole {
+		s.setArgs(p, []byte(str))
+	} else {
+		s.appendArgs(p, []byte(str))
+	}
+}

@@ -1,0 +1,126 @@
+package verify
+
+import "fmt"
+
+// reconciliation is what Verify checks of a run's model calls and its
+// run.reconciled record, offline:
+//
+//   - each model.call record lists tool_uses as objects with a name, and
+//     tool_uses_dropped (if present) is a count;
+//   - a run with model.call records that is closed holds exactly one
+//     run.reconciled, immediately before run.closing (an open run holds
+//     none);
+//   - run.reconciled's model_calls and tool_uses equal what the run's
+//     model.call records hold (listed uses plus dropped ones);
+//   - every entry of its unreported list names a model.call record of the
+//     run by index, a position in its tool_uses and that use's name, each
+//     at most once, and unreported_count is at least the list's length and
+//     at most tool_uses.
+//
+// Which use matched which decision cannot be checked offline (the
+// commitments are salted apart); the signer's count is what Result
+// reports.
+type reconciliation struct {
+	modelCalls int
+	toolUses   int
+	uses       map[int64][]string // model.call index -> tool names by position
+	reconciled bool
+	unreported int
+}
+
+// add takes the run's records in order; next is the record after r (nil
+// for the last).
+func (rc *reconciliation) add(r *Record, next *Record) error {
+	switch r.Type {
+	case TypeModelCall:
+		if rc.reconciled {
+			return fmt.Errorf("%w: model.call after run.reconciled", ErrReconcile)
+		}
+		list, ok := r.Body["tool_uses"].([]any)
+		if !ok {
+			return fmt.Errorf("%w: model.call without a tool_uses list", ErrReconcile)
+		}
+		names := make([]string, len(list))
+		for i, u := range list {
+			m, ok := u.(map[string]any)
+			name, _ := m["name"].(string)
+			if !ok || name == "" {
+				return fmt.Errorf("%w: model.call tool use %d has no name", ErrReconcile, i)
+			}
+			names[i] = name
+		}
+		dropped := int64(0)
+		if v, ok := r.Body["tool_uses_dropped"]; ok {
+			if dropped, ok = v.(int64); !ok || dropped < 0 {
+				return fmt.Errorf("%w: model.call tool_uses_dropped is not a count", ErrReconcile)
+			}
+		}
+		if rc.uses == nil {
+			rc.uses = map[int64][]string{}
+		}
+		rc.uses[r.Index] = names
+		rc.modelCalls++
+		rc.toolUses += len(names) + int(dropped)
+	case TypeRunReconciled:
+		if rc.reconciled {
+			return fmt.Errorf("%w: two run.reconciled records", ErrReconcile)
+		}
+		if next == nil || next.Type != TypeRunClosing {
+			return fmt.Errorf("%w: run.reconciled not immediately before run.closing", ErrReconcile)
+		}
+		rc.reconciled = true
+		return rc.check(r)
+	case TypeRunClosing:
+		if rc.modelCalls > 0 && !rc.reconciled {
+			return fmt.Errorf("%w: the run recorded %d model calls and closed without run.reconciled", ErrReconcile, rc.modelCalls)
+		}
+	}
+	return nil
+}
+
+func (rc *reconciliation) check(r *Record) error {
+	count := func(k string) (int64, error) {
+		v, ok := r.Body[k].(int64)
+		if !ok || v < 0 {
+			return 0, fmt.Errorf("%w: run.reconciled %s is not a count", ErrReconcile, k)
+		}
+		return v, nil
+	}
+	calls, err := count("model_calls")
+	if err != nil {
+		return err
+	}
+	uses, err := count("tool_uses")
+	if err != nil {
+		return err
+	}
+	if _, err := count("decided_calls"); err != nil {
+		return err
+	}
+	n, err := count("unreported_count")
+	if err != nil {
+		return err
+	}
+	if calls != int64(rc.modelCalls) || uses != int64(rc.toolUses) {
+		return fmt.Errorf("%w: run.reconciled counts %d model calls and %d tool uses, the run's records %d and %d",
+			ErrReconcile, calls, uses, rc.modelCalls, rc.toolUses)
+	}
+	list, ok := r.Body["unreported"].([]any)
+	if !ok || int64(len(list)) > n || n > uses {
+		return fmt.Errorf("%w: run.reconciled unreported list or count out of range", ErrReconcile)
+	}
+	seen := map[[2]int64]bool{}
+	for i, e := range list {
+		m, _ := e.(map[string]any)
+		idx, ok1 := m["index"].(int64)
+		pos, ok2 := m["pos"].(int64)
+		tool, ok3 := m["tool"].(string)
+		names, ok4 := rc.uses[idx]
+		if !ok1 || !ok2 || !ok3 || !ok4 || pos < 0 || pos >= int64(len(names)) || names[pos] != tool || seen[[2]int64{idx, pos}] {
+			return fmt.Errorf("%w: unreported entry %d does not name a tool use of the run's model.call records", ErrReconcile, i)
+		}
+		seen[[2]int64{idx, pos}] = true
+	}
+	rc.unreported = int(n)
+	return nil
+}
