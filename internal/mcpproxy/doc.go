@@ -47,8 +47,10 @@
 // reaches the sandbox and is never logged. Each upstream exchange is
 // bounded by Options.CallTimeout (default 60s) and each response by
 // Options.MaxResultBytes (default 4 MiB) plus 64 KiB of envelope.
-// Only tools/list and tools/call are forwarded; the rest of MCP
-// (initialize, ping, resources, prompts) is custody's own, empty.
+// Only tools/list and tools/call are forwarded: custody's own server
+// answers initialize and ping and declares only the tools capability
+// (resources, prompts, sampling and upstream notifications are not
+// relayed).
 //
 // # tools/list
 //
