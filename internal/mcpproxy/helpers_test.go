@@ -24,10 +24,21 @@ import (
 	"github.com/agentcustody/custody/verify"
 )
 
-type tlogWriter struct{ t testing.TB }
+// tlogWriter keeps every log line (to check that no secret is logged)
+// and shows warnings and errors with t.Logf.
+type tlogWriter struct {
+	t   testing.TB
+	mu  *sync.Mutex
+	all *bytes.Buffer
+}
 
 func (w tlogWriter) Write(p []byte) (int, error) {
-	w.t.Logf("%s", bytes.TrimRight(p, "\n"))
+	w.mu.Lock()
+	w.all.Write(p)
+	w.mu.Unlock()
+	if bytes.Contains(p, []byte("level=WARN")) || bytes.Contains(p, []byte("level=ERROR")) {
+		w.t.Logf("%s", bytes.TrimRight(p, "\n"))
+	}
 	return len(p), nil
 }
 
@@ -179,7 +190,21 @@ func newEnv(t testing.TB, mod func(*mcpproxy.Options)) *env {
 	if err := os.WriteFile(filepath.Join(pdir, "agents.yaml"), []byte(testPolicy), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(tlogWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logs := tlogWriter{t: t, mu: &sync.Mutex{}, all: &bytes.Buffer{}}
+	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var secrets []string
+	t.Cleanup(func() { // runs last: after the proxy, signer and servers are closed
+		logs.mu.Lock()
+		defer logs.mu.Unlock()
+		if !bytes.Contains(logs.all.Bytes(), []byte("mcp session started")) {
+			t.Error("the logs were not captured")
+		}
+		for _, s := range secrets {
+			if bytes.Contains(logs.all.Bytes(), []byte(s)) {
+				t.Errorf("the logs carry a secret (%.8s...)", s)
+			}
+		}
+	})
 	db, err := sqlite.Open(ctx, filepath.Join(dir, "data"))
 	if err != nil {
 		t.Fatal(err)
@@ -209,6 +234,7 @@ func newEnv(t testing.TB, mod func(*mcpproxy.Options)) *env {
 	e.outsider = mint(apikey.Identity{Tenant: "others", Agent: "c", Session: "pod-c", Method: "static"})
 
 	secret := "upstream-secret-" + strings.Repeat("z", 16)
+	secrets = append(secrets, secret, e.key, e.other, e.outsider)
 	credFile := filepath.Join(dir, "cred")
 	if err := os.WriteFile(credFile, []byte(secret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
