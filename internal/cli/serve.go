@@ -39,7 +39,7 @@ func newServeCmd(env Env) *cobra.Command {
 Listeners:
   --listen          API for sandboxes: POST /v1/auth/kubernetes, POST /v1/auth/static,
                     POST /v1/auth/revoke, /v1/memory/..., /mcp, /v1/signer/...,
-                    /healthz, /readyz
+                    /mcp/servers/{name} (with --mcp-upstreams), /healthz, /readyz
   --gateway-listen  model gateway for sandboxes: /{provider}/... (empty disables it)
   --admin-listen    operators only, never reachable from sandboxes; started only with
                     --admin-token-file or --admin-service-accounts:
@@ -183,6 +183,14 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		}, func() float64 { return float64(sg.startFailures.Load()) }))
 		api.Handle("/v1/signer/", instrument("signer", sg.API()))
 		api.Handle("/mcp/signer", instrument("mcp_signer", sg.MCP()))
+		if cfg.MCPUpstreams != "" {
+			p, err := newMCPProxy(cfg, keys, sg.current, log)
+			if err != nil {
+				return usageError{err}
+			}
+			defer p.Close()
+			api.Handle("/mcp/servers/", instrument("mcp_proxy", p.Handler()))
+		}
 	}
 
 	health := healthHandlers(ready, log)

@@ -67,3 +67,15 @@ func Record(req *mcp.CallToolRequest) (apikey.Record, bool) {
 	rec, ok := req.Extra.TokenInfo.Extra[recordKey].(apikey.Record)
 	return rec, ok
 }
+
+// RecordFromContext returns the verified key record of an HTTP request
+// that came through Require (for a handler that serves the request
+// before the MCP server reads it).
+func RecordFromContext(ctx context.Context) (apikey.Record, bool) {
+	info := auth.TokenInfoFromContext(ctx)
+	if info == nil {
+		return apikey.Record{}, false
+	}
+	rec, ok := info.Extra[recordKey].(apikey.Record)
+	return rec, ok
+}

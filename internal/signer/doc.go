@@ -49,7 +49,7 @@
 //
 //	POST /v1/signer/runs                                 201 RunInfo
 //	POST /v1/signer/runs/{run}/decide          {call_id, tool, args}         200 DecideResponse
-//	POST /v1/signer/runs/{run}/complete        {call_id, outcome}            200 {index, run_seq}
+//	POST /v1/signer/runs/{run}/complete        {call_id, outcome, result?}   200 {index, run_seq}
 //	POST /v1/signer/runs/{run}/model-events    {event, provider?, model?, request_id?, stop_reason?, input_tokens?, output_tokens?}  200 {index, run_seq}
 //	POST /v1/signer/runs/{run}/close                                          200 {index, run_seq}
 //	GET  /v1/signer/runs/{run}/status                                         200 RunInfo
@@ -69,7 +69,7 @@
 //
 //	run.registered     {identity: {method, service_account, tenant, agent, session, pod_uid, sandbox, sandbox_uid, claim_uid, attested}, isolation: "remote"}
 //	call.decided       {call_id, tool, args_commitment, effect, rule_ids, policy_hash, default?}
-//	call.completed     {call_id, outcome}
+//	call.completed     {call_id, outcome, result_commitment?}
 //	model.event        {event, provider?, model?, request_id?, stop_reason?, input_tokens?, output_tokens?}
 //	approval.requested {approval_id, call_id, tool, args_commitment, expires_at}
 //	approval.resolved  {approval_id, call_id, decision: approve|deny}
@@ -83,7 +83,9 @@
 //
 // Args are never stored: a record carries verify.CommitArgs over a fresh
 // 32-byte salt, which the signer keeps ([Signer.RevealSalt]) so one
-// record's commitment can be opened later. policy_hash is verify.PolicyHash
+// record's commitment can be opened later. A completion's result (any
+// JSON, e.g. the MCP proxy's tools/call result) is committed the same
+// way, as result_commitment with its own salt, and never stored. policy_hash is verify.PolicyHash
 // of the tenant's policy file ("<PolicyDir>/<tenant>.yaml", re-read when it
 // changes), whose snapshot is stored and bundled.
 package signer

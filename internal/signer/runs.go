@@ -276,10 +276,13 @@ type Appended struct {
 }
 
 // CompleteRequest is the body of POST …/complete. Outcome is a short word
-// ("ok", "error", …), not the call's output.
+// ("ok", "error", …), not the call's output. Result, if set, is the
+// call's output as JSON: only a salted commitment to it is recorded (see
+// [resultCommitment]).
 type CompleteRequest struct {
-	CallID  string `json:"call_id"`
-	Outcome string `json:"outcome"`
+	CallID  string          `json:"call_id"`
+	Outcome string          `json:"outcome"`
+	Result  json.RawMessage `json:"result,omitempty"`
 }
 
 // Complete records call.completed for a decided call.
@@ -287,8 +290,13 @@ func (s *Signer) Complete(ctx context.Context, caller apikey.Identity, run strin
 	if !validName(req.CallID, 128) || !validName(req.Outcome, 64) {
 		return Appended{}, fmt.Errorf("%w: call_id and outcome are required (printable, at most 128 and 64 bytes)", ErrInvalid)
 	}
+	body := map[string]any{"call_id": req.CallID, "outcome": req.Outcome}
+	salt, err := resultCommitment(req.Result, body)
+	if err != nil {
+		return Appended{}, err
+	}
 	var out Appended
-	err := s.submit(ctx, func(t *txn) error {
+	err = s.submit(ctx, func(t *txn) error {
 		rs, err := t.openRun(&caller, run, "complete")
 		if err != nil {
 			return err
@@ -296,9 +304,12 @@ func (s *Signer) Complete(ctx context.Context, caller apikey.Identity, run strin
 		if _, ok := rs.calls[req.CallID]; !ok {
 			return fmt.Errorf("call %s: %w", req.CallID, ErrNotFound)
 		}
-		l, err := t.append(rs, verify.TypeCallCompleted, map[string]any{"call_id": req.CallID, "outcome": req.Outcome})
+		l, err := t.append(rs, verify.TypeCallCompleted, body)
 		if err != nil {
 			return err
+		}
+		if salt != nil {
+			t.b.Salts = append(t.b.Salts, Salt{Index: l.Index, Salt: salt})
 		}
 		rs.lastActivity = t.now
 		out = Appended{l.Index, l.RunSeq}

@@ -35,6 +35,9 @@ var gw *custody
 // up is the provider stand-in behind it.
 var up *standIn
 
+// custodyBin is the custody binary built for the tests.
+var custodyBin string
+
 func TestMain(m *testing.M) {
 	code, err := run(m)
 	if err != nil {
@@ -59,6 +62,7 @@ func run(m *testing.M) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	custodyBin = bin
 	gw, err = startCustody(dir, bin)
 	if err != nil {
 		return 0, err

@@ -1,0 +1,135 @@
+package mcpproxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// envelopeBytes is what a response may hold beyond MaxResultBytes: the
+// JSON-RPC envelope and SSE framing around one result.
+const envelopeBytes = 64 << 10
+
+// errTooLarge ends the read of an upstream response over the bound.
+var errTooLarge = errors.New("upstream response too large")
+
+// tripKey holds, in an upstream call's context, the flag set when that
+// call's response went over the bound (the SDK does not keep the read
+// error's identity).
+type tripKey struct{}
+
+// upstreamTransport adds the credential to every upstream request and
+// bounds every response body.
+type upstreamTransport struct {
+	base          http.RoundTripper
+	header, value string // value is prefix + secret; empty header: none
+	limit         int64
+}
+
+func (t *upstreamTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if t.header != "" {
+		r = r.Clone(r.Context())
+		r.Header.Set(t.header, t.value)
+	}
+	resp, err := t.base.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	trip, _ := r.Context().Value(tripKey{}).(*atomic.Bool)
+	resp.Body = &limitedBody{rc: resp.Body, left: t.limit, trip: trip}
+	return resp, nil
+}
+
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+	trip *atomic.Bool
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		if b.trip != nil {
+			b.trip.Store(true)
+		}
+		return 0, errTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }
+
+// upstream returns the session's upstream session, connecting it (MCP
+// initialize, bounded by CallTimeout) the first time or after a failure
+// dropped it. The credential file is read here.
+func (s *session) upstream(ctx context.Context) (*mcp.ClientSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ended {
+		return nil, errors.New("session ended")
+	}
+	if s.cs != nil {
+		return s.cs, nil
+	}
+	p, up := s.srv.p, s.srv.up
+	t := &upstreamTransport{base: p.opts.Transport, limit: p.opts.MaxResultBytes + envelopeBytes}
+	if c := up.Credential; c != nil {
+		secret, err := c.readSecret()
+		if err != nil {
+			return nil, err
+		}
+		name, prefix := c.header()
+		t.header, t.value = name, prefix+secret
+		s.secret = secret
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "custody-mcp-proxy", Version: "1"}, nil)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.CallTimeout)
+	defer cancel()
+	cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{
+		Endpoint:             up.URL,
+		HTTPClient:           &http.Client{Transport: t},
+		MaxRetries:           -1,
+		DisableStandaloneSSE: true,
+		MaxEventSize:         int(p.opts.MaxResultBytes + envelopeBytes),
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("connect upstream %s: %w", up.Name, err)
+	}
+	s.cs = cs
+	return cs, nil
+}
+
+// leaks reports whether raw, an upstream answer on its way to the
+// sandbox, carries the upstream's credential (an upstream echoing its
+// request headers): such an answer is withheld.
+func (s *session) leaks(raw []byte) bool {
+	s.mu.Lock()
+	secret := s.secret
+	s.mu.Unlock()
+	return secret != "" && bytes.Contains(raw, []byte(secret))
+}
+
+// drop forgets cs after a failed exchange, so that the next call
+// connects again.
+func (s *session) drop(cs *mcp.ClientSession) {
+	s.mu.Lock()
+	if s.cs == cs {
+		s.cs = nil
+	} else {
+		cs = nil
+	}
+	s.mu.Unlock()
+	if cs != nil {
+		_ = cs.Close()
+	}
+}
