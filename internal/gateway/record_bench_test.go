@@ -78,4 +78,3 @@ func BenchmarkRecordingOverhead(b *testing.B) {
 	b.ReportMetric(us(cpu[1])/float64(b.N), "rec-cpu-µs/req")
 	b.ReportMetric(float64(cpu[1])/float64(cpu[0]), "rec-cpu-ratio")
 }
-
