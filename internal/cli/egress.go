@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/egress"
@@ -32,10 +33,13 @@ const EgressTool = "Egress"
 // environment; the token is revoked when the process exits, and the
 // proxy refuses it from then on). A gateway token is accepted only for
 // its own run_id, as its tenant and agent. Each request is a signer
-// decision in the run. An ask is refused (no approval wait yet). Without
-// a signer on this replica (standby) decisions fail and the proxy
-// answers 503.
-func newEgressProxy(keys *apikey.Service, gw *gateway.Gateway, current func() *signer.Signer, log *slog.Logger) *egress.Proxy {
+// decision in the run. An ask waits, holding the request, for an
+// operator's approval (signer.AwaitApproval, up to approvalWait): once
+// consumed the destination is allowed; unresolved or denied, it is
+// refused and the call completed as approval_timeout or approval_denied.
+// Without a signer on this replica (standby) decisions fail and the
+// proxy answers 503.
+func newEgressProxy(keys *apikey.Service, gw *gateway.Gateway, current func() *signer.Signer, approvalWait time.Duration, log *slog.Logger) *egress.Proxy {
 	return &egress.Proxy{
 		Log:    log,
 		Dialer: &egress.Dialer{},
@@ -85,7 +89,27 @@ func newEgressProxy(keys *apikey.Service, gw *gateway.Gateway, current func() *s
 			if err != nil {
 				return egress.Decision{}, err
 			}
-			return egress.Decision{Allow: d.Effect == policy.Allow, RuleIDs: d.RuleIDs, CallID: callID}, nil
+			dec := egress.Decision{Allow: d.Effect == policy.Allow, RuleIDs: d.RuleIDs, CallID: callID}
+			if d.Effect != policy.Ask {
+				return dec, nil
+			}
+			a, err := signer.AwaitApproval(ctx, s, c.Identity, c.Run, signer.ApprovalRequest{CallID: callID, Tool: EgressTool, Args: raw}, approvalWait)
+			if err != nil {
+				return egress.Decision{}, fmt.Errorf("egress approval: %w", err)
+			}
+			log.InfoContext(ctx, "egress approval ended", "run", c.Run, "call_id", callID, "approval_id", a.ID, "state", a.State)
+			switch a.State {
+			case signer.ApprovalConsumed:
+				dec.Allow = true
+			case signer.ApprovalPending:
+				_, err = s.Complete(context.WithoutCancel(ctx), c.Identity, c.Run, signer.CompleteRequest{CallID: callID, Outcome: "approval_timeout"})
+			default:
+				_, err = s.Complete(context.WithoutCancel(ctx), c.Identity, c.Run, signer.CompleteRequest{CallID: callID, Outcome: "approval_denied"})
+			}
+			if err != nil {
+				log.WarnContext(ctx, "egress approval outcome not recorded", "run", c.Run, "call_id", callID, "err", err)
+			}
+			return dec, nil
 		},
 		// The outcome (the address actually dialled, or the dial-time
 		// refusal) is the call's completion in the run.

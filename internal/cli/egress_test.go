@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/egress"
@@ -65,7 +66,7 @@ func TestEgressGlue(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cur *signer.Signer = s
-	p := newEgressProxy(keys, nil, func() *signer.Signer { return cur }, log)
+	p := newEgressProxy(keys, nil, func() *signer.Signer { return cur }, time.Second, log)
 
 	basic := func(user, pw string) string {
 		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw))
@@ -171,7 +172,7 @@ func TestEgressGatewayToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := newEgressProxy(keys, gw, func() *signer.Signer { return s }, log)
+	p := newEgressProxy(keys, gw, func() *signer.Signer { return s }, time.Second, log)
 	basic := func(user, pw string) string {
 		return "Basic " + base64.StdEncoding.EncodeToString([]byte(user+":"+pw))
 	}
@@ -192,5 +193,78 @@ func TestEgressGatewayToken(t *testing.T) {
 	r.Header.Set("Proxy-Authorization", basic(run.Run, m.Token))
 	if _, err := p.Authenticate(r); !errors.Is(err, gateway.ErrRevoked) {
 		t.Errorf("revoked run token: %v, want ErrRevoked", err)
+	}
+}
+
+// An egress request decided ask holds the connection while an operator
+// decides: approved, the destination is allowed (the approval consumed);
+// not resolved within the wait, it is refused and the call completed as
+// approval_timeout.
+func TestEgressAskWaitsForApproval(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	pdir := filepath.Join(dir, "policies")
+	must(t, os.MkdirAll(pdir, 0o700))
+	must(t, os.WriteFile(filepath.Join(pdir, "agents.yaml"), []byte("rules:\n  - id: AGENTS-EGRESS-ASK\n    effect: ask\n    tool: Egress\n"), 0o600))
+	db, err := sqlite.Open(ctx, filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	log := slog.New(slog.DiscardHandler)
+	keys, err := apikey.New(apikey.Options{Store: db, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Defaults()
+	cfg.DataDir, cfg.PolicyDir = filepath.Join(dir, "data"), pdir
+	s, err := newSigner(ctx, cfg, db, log, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id := apikey.Identity{Tenant: "agents", Agent: "a", Session: "p", Method: "static"}
+	run, err := s.Register(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newEgressProxy(keys, nil, func() *signer.Signer { return s }, 2*time.Second, log)
+	c := egress.Caller{Identity: id, Run: run.Run}
+	req := egress.Request{Method: "CONNECT", Host: "example.com", Port: 443}
+
+	// An operator approves the pending approval.
+	go func() {
+		for range 100 {
+			aps, _ := db.Approvals(ctx, run.Run)
+			for _, a := range aps {
+				if a.State == signer.ApprovalPending {
+					s.ResolveApproval(ctx, a.ID, true)
+					return
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	d, err := p.Decide(ctx, c, req)
+	if err != nil || !d.Allow || !slices.Contains(d.RuleIDs, "AGENTS-EGRESS-ASK") {
+		t.Fatalf("approved ask: %+v, %v; want allowed", d, err)
+	}
+	// Nobody answers: refused after the wait, completed approval_timeout.
+	start := time.Now()
+	d, err = p.Decide(ctx, c, req)
+	if err != nil || d.Allow || time.Since(start) < 2*time.Second {
+		t.Fatalf("unanswered ask: %+v, %v after %v; want refused after the 2s wait", d, err, time.Since(start))
+	}
+	leaves, err := db.RunLeaves(ctx, run.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, l := range leaves {
+		types = append(types, l.Type)
+	}
+	want := "run.registered call.decided approval.requested approval.resolved approval.consumed call.decided approval.requested call.completed"
+	if got := strings.Join(types, " "); got != want {
+		t.Errorf("records %s, want %s", got, want)
 	}
 }

@@ -23,7 +23,7 @@ func newMCPProxy(cfg ServeConfig, keys *apikey.Service, current func() *signer.S
 		Config:       c,
 		Recorder:     slotRecorder{current},
 		Verify:       keys.Verify,
-		ApprovalWait: cfg.MCPApprovalWait,
+		ApprovalWait: cfg.ProxyApprovalWait,
 		Log:          log,
 	})
 }

@@ -119,8 +119,8 @@ func TestMCPProxyGlue(t *testing.T) {
 func TestMCPUpstreamsFlag(t *testing.T) {
 	ctx := context.Background()
 	_, help, _ := runCLI(t, ctx, envMap(nil), "", "serve", "--help")
-	if !strings.Contains(help, "--mcp-upstreams") || !strings.Contains(help, "--mcp-approval-wait") {
-		t.Error("serve --help lacks --mcp-upstreams or --mcp-approval-wait")
+	if !strings.Contains(help, "--mcp-upstreams") || !strings.Contains(help, "--proxy-approval-wait") {
+		t.Error("serve --help lacks --mcp-upstreams or --proxy-approval-wait")
 	}
 	file := filepath.Join(t.TempDir(), "up.yaml")
 	must(t, os.WriteFile(file, []byte("upstreams:\n  - name: x\n    url: https://h/\n    tenants: [a]\n    colour: red\n"), 0o600))

@@ -218,7 +218,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		servers = append(servers, &namedServer{name: "gateway", addr: cfg.GatewayListen, handler: gw.DataHandler()})
 	}
 	if cfg.EgressListen != "" && sg != nil { // Validate refuses it without the signer
-		servers = append(servers, &namedServer{name: "egress", addr: cfg.EgressListen, handler: newEgressProxy(keys, gw, sg.current, log)})
+		servers = append(servers, &namedServer{name: "egress", addr: cfg.EgressListen, handler: newEgressProxy(keys, gw, sg.current, cfg.ProxyApprovalWait, log)})
 	}
 	if cfg.AdminTokenFile != "" || len(cfg.AdminServiceAccounts) > 0 {
 		var tok []byte

@@ -168,9 +168,10 @@ type ServeConfig struct {
 	// YAML or JSON); it serves /mcp/servers/{name} on the API listener.
 	// Empty (the default) disables the proxy. Needs the signer.
 	MCPUpstreams string
-	// MCPApprovalWait bounds how long an MCP proxy call decided ask waits
-	// for an operator before it is refused. Default 60s; 1s to 1h.
-	MCPApprovalWait time.Duration
+	// ProxyApprovalWait bounds how long a call decided ask through the MCP
+	// or egress proxy waits for an operator before it is refused. Default
+	// 60s; 1s to 1h.
+	ProxyApprovalWait time.Duration
 
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
@@ -203,7 +204,7 @@ func Defaults() ServeConfig {
 		ExchangeQueueTimeout: 2 * time.Second,
 		KeyCacheTTL:          30 * time.Second,
 		ReadTimeout:          60 * time.Second,
-		MCPApprovalWait:      mcpproxy.DefaultApprovalWait,
+		ProxyApprovalWait:    mcpproxy.DefaultApprovalWait,
 		LogLevel:             "info",
 		LogFormat:            "text",
 
@@ -219,7 +220,7 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "API listener (identity exchange, memory, MCP, /healthz, /readyz); sandboxes reach it")
 	fs.StringVar(&c.EgressListen, "egress-listen", c.EgressListen, "HTTP forward proxy for the sandbox's own connections (plain HTTP and CONNECT, no interception), e.g. :8869: credentials RUN:KEY (HTTP_PROXY=http://RUN:KEY@custody:8869), each request a signer decision on tool Egress recorded in that run, internal and metadata addresses refused at dial time; needs --signer; empty disables it")
 	fs.StringVar(&c.MCPUpstreams, "mcp-upstreams", c.MCPUpstreams, "MCP proxy upstreams file (YAML or JSON: name, url, tenants, credential file, tool globs), served at /mcp/servers/{name} on --listen: each tools/call a signer decision on tool mcp__{name}__{tool} before it is forwarded; needs --signer; empty disables it")
-	fs.DurationVar(&c.MCPApprovalWait, "mcp-approval-wait", c.MCPApprovalWait, "how long an MCP proxy call decided ask waits for an operator's approval before it is refused (1s to 1h)")
+	fs.DurationVar(&c.ProxyApprovalWait, "proxy-approval-wait", c.ProxyApprovalWait, "how long a call decided ask through the MCP or egress proxy waits for an operator's approval (the approval flow) before it is refused (1s to 1h)")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "operator listener (key revocation, gateway tokens, signer approvals/bundles/trust); started only with --admin-token-file or --admin-service-accounts; never expose to sandboxes")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, "file holding the admin bearer token; empty disables the admin listener")
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "model gateway data port (/{provider}/...); sandboxes reach it; empty disables the gateway")
@@ -315,8 +316,8 @@ func (c *ServeConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("--mcp-upstreams: %w", err))
 		}
 	}
-	if c.MCPApprovalWait < time.Second || c.MCPApprovalWait > time.Hour {
-		errs = append(errs, fmt.Errorf("--mcp-approval-wait %v: must be between 1s and 1h", c.MCPApprovalWait))
+	if c.ProxyApprovalWait < time.Second || c.ProxyApprovalWait > time.Hour {
+		errs = append(errs, fmt.Errorf("--proxy-approval-wait %v: must be between 1s and 1h", c.ProxyApprovalWait))
 	}
 	if c.KubernetesKeyTTL < time.Second || c.KubernetesKeyTTL > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("--kubernetes-key-ttl %v: must be between 1s and 24h", c.KubernetesKeyTTL))

@@ -201,34 +201,23 @@ func (s *session) forward(ctx context.Context, log logger, tool string, args jso
 // outcome when the call will not run).
 func (s *session) approve(ctx context.Context, log logger, callID, name string, args json.RawMessage, details map[string]any) *mcp.CallToolResult {
 	p := s.srv.p
-	a, err := p.rec.RequestApproval(ctx, s.caller, s.run, signer.ApprovalRequest{CallID: callID, Tool: name, Args: args})
+	a, err := signer.AwaitApproval(ctx, p.rec, s.caller, s.run, signer.ApprovalRequest{CallID: callID, Tool: name, Args: args}, p.opts.ApprovalWait)
+	if a.ID != "" {
+		details["approval_id"] = a.ID
+	}
 	if err != nil {
-		return s.signerRefusal(ctx, log, "request approval", err)
+		return s.signerRefusal(ctx, log, "approval", err)
 	}
-	details["approval_id"] = a.ID
-	log.InfoContext(ctx, "mcp call waits for approval", "approval_id", a.ID, "rule_ids", details["rule_ids"])
-	deadline := time.Now().Add(p.opts.ApprovalWait)
-	for a.State == "pending" {
-		left := time.Until(deadline)
-		if left <= 0 || ctx.Err() != nil {
-			break
-		}
-		if a, err = p.rec.WaitApproval(ctx, s.caller, s.run, a.ID, min(left, signer.MaxWait)); err != nil {
-			return s.signerRefusal(ctx, log, "wait approval", err)
-		}
-	}
+	log.InfoContext(ctx, "mcp call approval ended", "approval_id", a.ID, "state", a.State, "rule_ids", details["rule_ids"])
 	switch a.State {
-	case "approved":
-		if _, err := p.rec.ConsumeApproval(ctx, s.caller, s.run, a.ID, signer.ConsumeRequest{Args: args}); err != nil {
-			return s.signerRefusal(ctx, log, "consume approval", err)
-		}
+	case signer.ApprovalConsumed:
 		return nil
-	case "pending":
+	case signer.ApprovalPending:
 		r := refusal("approval_timeout", fmt.Sprintf("%s needs an operator's approval (approval_id %s), not given within %v; the call was not forwarded",
 			name, a.ID, p.opts.ApprovalWait), details)
 		s.complete(ctx, log, callID, OutcomeApprovalTimeout, nil)
 		return r
-	default: // denied, expired, consumed
+	default: // denied, expired
 		r := refusal("approval_denied", fmt.Sprintf("%s was not approved (approval %s is %s); the call was not forwarded", name, a.ID, a.State), details)
 		s.complete(ctx, log, callID, OutcomeApprovalDenied, nil)
 		return r
