@@ -1,6 +1,7 @@
 package signer
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -107,13 +108,19 @@ func (w *InboxWriter) Flush(ctx context.Context) error {
 		return nil
 	}
 	// Encoded here, off the data path.
+	// Without HTML escaping: json.Marshal would turn each '<', '>' and
+	// '&' of the arguments (raw in their canonical form) into a 6-byte
+	// \u003c, and an entry within modelCallOf's bound could go over
+	// the signer's (recorded as invalid, lost from its run).
 	data := make([][]byte, len(batch))
 	for i := range batch {
-		b, err := json.Marshal(&batch[i])
-		if err != nil {
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(&batch[i]); err != nil {
 			return err
 		}
-		data[i] = b
+		data[i] = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
 	if err := w.store.PutInbox(ctx, data); err != nil {
 		return err
