@@ -15,17 +15,22 @@ import "fmt"
 //   - every entry of its unreported list names a model.call record of the
 //     run by index, a position in its tool_uses and that use's name, each
 //     at most once, and unreported_count is at least the list's length and
-//     at most tool_uses.
+//     at most tool_uses;
+//   - its unreadable_responses equals the number of the run's model.call
+//     records with response_malformed (responses that could not be read
+//     for tool uses, which may hide any).
 //
 // Which use matched which decision cannot be checked offline (the
 // commitments are salted apart); the signer's count is what Result
 // reports.
 type reconciliation struct {
 	modelCalls int
+	malformed  int // model.call records with response_malformed
 	toolUses   int
 	uses       map[int64][]string // model.call index -> tool names by position
 	reconciled bool
 	unreported int
+	unreadable int
 }
 
 // add takes the run's records in order; next is the record after r (nil
@@ -60,6 +65,12 @@ func (rc *reconciliation) add(r *Record, next *Record) error {
 		}
 		rc.uses[r.Index] = names
 		rc.modelCalls++
+		if v, ok := r.Body["response_malformed"]; ok {
+			if v != true {
+				return fmt.Errorf("%w: model.call response_malformed is not true", ErrReconcile)
+			}
+			rc.malformed++
+		}
 		rc.toolUses += len(names) + int(dropped)
 	case TypeRunReconciled:
 		if rc.reconciled {
@@ -101,6 +112,13 @@ func (rc *reconciliation) check(r *Record) error {
 	if err != nil {
 		return err
 	}
+	unreadable, err := count("unreadable_responses")
+	if err != nil {
+		return err
+	}
+	if unreadable != int64(rc.malformed) {
+		return fmt.Errorf("%w: run.reconciled counts %d unreadable responses, the run's model.call records %d", ErrReconcile, unreadable, rc.malformed)
+	}
 	if calls != int64(rc.modelCalls) || uses != int64(rc.toolUses) {
 		return fmt.Errorf("%w: run.reconciled counts %d model calls and %d tool uses, the run's records %d and %d",
 			ErrReconcile, calls, uses, rc.modelCalls, rc.toolUses)
@@ -121,6 +139,6 @@ func (rc *reconciliation) check(r *Record) error {
 		}
 		seen[[2]int64{idx, pos}] = true
 	}
-	rc.unreported = int(n)
+	rc.unreported, rc.unreadable = int(n), int(unreadable)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -36,22 +37,38 @@ type Result struct {
 	// the run matched by tool name and arguments.
 	Reconciled bool
 	Unreported int
+	// Unreadable is run.reconciled's unreadable_responses: model calls
+	// whose response could not be read for tool uses (over the gateway's
+	// bound, or malformed), which may hide any.
+	Unreadable int
 }
 
 // String returns "VERIFIED" for a closed run and "VERIFIED TO HEAD
-// <Head> (open)" for an open one, followed for a closed run with
-// unreported tool uses by " (N model-requested tool uses never
-// decided)", so that such a run never reads as clean.
+// <Head> (open)" for an open one, followed, when the run's
+// reconciliation found any, by " (N model-requested tool uses never
+// decided; M model responses unreadable for tool uses)" (either part
+// alone when the other is zero), so that such a run never reads as
+// clean.
 func (r Result) String() string {
 	s := "VERIFIED"
 	if !r.Closed {
 		s = fmt.Sprintf("VERIFIED TO HEAD %d (open)", r.Head)
 	}
+	var parts []string
 	switch {
 	case r.Unreported == 1:
-		s += " (1 model-requested tool use never decided)"
+		parts = append(parts, "1 model-requested tool use never decided")
 	case r.Unreported > 1:
-		s += fmt.Sprintf(" (%d model-requested tool uses never decided)", r.Unreported)
+		parts = append(parts, fmt.Sprintf("%d model-requested tool uses never decided", r.Unreported))
+	}
+	switch {
+	case r.Unreadable == 1:
+		parts = append(parts, "1 model response unreadable for tool uses")
+	case r.Unreadable > 1:
+		parts = append(parts, fmt.Sprintf("%d model responses unreadable for tool uses", r.Unreadable))
+	}
+	if len(parts) > 0 {
+		s += " (" + strings.Join(parts, "; ") + ")"
 	}
 	return s
 }
@@ -274,6 +291,7 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 		ModelCalls: rc.modelCalls,
 		Reconciled: rc.reconciled,
 		Unreported: rc.unreported,
+		Unreadable: rc.unreadable,
 	}, nil
 }
 

@@ -252,7 +252,7 @@ type namedServer struct {
 // listeners sandboxes reach, 256 for the admin and metrics listeners.
 func (s *namedServer) maxConns() int {
 	switch s.name {
-	case "api", "gateway":
+	case "api", "gateway", "egress":
 		return 4096
 	default:
 		return 256

@@ -72,7 +72,7 @@ func BenchmarkEgressPlainHTTP(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(p50(dl).Microseconds()), "direct-p50-µs")
 	b.ReportMetric(float64(p50(vl).Microseconds()), "proxy-p50-µs")
-	b.ReportMetric(float64((p50(vl)-p50(dl)).Microseconds()), "added-p50-µs")
+	b.ReportMetric(float64((p50(vl) - p50(dl)).Microseconds()), "added-p50-µs")
 	b.ReportMetric(float64(p50(vl))/float64(p50(dl)), "proxy-ratio")
 }
 
@@ -98,6 +98,6 @@ func BenchmarkEgressConnect(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(p50(dl).Microseconds()), "direct-p50-µs")
 	b.ReportMetric(float64(p50(vl).Microseconds()), "tunnel-p50-µs")
-	b.ReportMetric(float64((p50(vl)-p50(dl)).Microseconds()), "added-p50-µs")
+	b.ReportMetric(float64((p50(vl) - p50(dl)).Microseconds()), "added-p50-µs")
 	b.ReportMetric(float64(p50(vl))/float64(p50(dl)), "tunnel-ratio")
 }

@@ -162,12 +162,19 @@ func addrOutcome(prefix string, addr net.Addr) Outcome {
 	return Outcome(prefix)
 }
 
-// destination reads what r asks for.
+// destination reads what r asks for. The host must be ASCII (a name in
+// its IDNA A-label form, or an IP literal): the HTTP transport would dial
+// a non-ASCII name's UTS 46 mapping, not the name the decision was about
+// ("ｌｏｃａｌｈｏｓｔ" is localhost). A plain-HTTP URL's user
+// information is dropped (neither decided on, recorded nor forwarded).
 func destination(r *http.Request) (Request, error) {
 	if r.Method == http.MethodConnect {
 		host, port, err := splitPort(r.Host, 0)
 		if err != nil {
 			return Request{}, fmt.Errorf("CONNECT target %q: want host:port", r.Host)
+		}
+		if !asciiHost(host) {
+			return Request{}, errors.New("CONNECT target: the host must be ASCII (IDNA A-labels)")
 		}
 		return Request{Method: r.Method, Host: host, Port: port}, nil
 	}
@@ -178,7 +185,21 @@ func destination(r *http.Request) (Request, error) {
 	if err != nil {
 		return Request{}, fmt.Errorf("URL host %q: %v", r.URL.Host, err)
 	}
+	if !asciiHost(host) {
+		return Request{}, errors.New("URL host: must be ASCII (IDNA A-labels)")
+	}
+	r.URL.User = nil
 	return Request{Method: r.Method, Host: host, Port: port, URL: r.URL.String()}, nil
+}
+
+// asciiHost reports whether host is printable ASCII without spaces.
+func asciiHost(host string) bool {
+	for i := 0; i < len(host); i++ {
+		if c := host[i]; c <= ' ' || c >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // splitPort splits host[:port]; def is used when there is no port (0: a

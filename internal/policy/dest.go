@@ -570,6 +570,7 @@ var (
 		netip.MustParseAddr("169.254.170.23"):  true, // AWS EKS pod identity
 		netip.MustParseAddr("100.100.100.200"): true, // Alibaba Cloud
 		netip.MustParseAddr("192.0.0.192"):     true, // Oracle Cloud (legacy)
+		netip.MustParseAddr("168.63.129.16"):   true, // Azure WireServer (goal state, extension settings) and its DNS
 		netip.MustParseAddr("fd00:ec2::254"):   true, // AWS IMDS over IPv6
 		netip.MustParseAddr("fd00:ec2::23"):    true, // AWS EKS pod identity over IPv6
 	}

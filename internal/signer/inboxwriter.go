@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ type InboxWriter struct {
 
 	fmu     sync.Mutex // one Flush at a time
 	mu      sync.Mutex
+	closed  bool // Close has begun: Add refuses
 	pending []ModelCall
 	space   *sync.Cond // signalled when pending shrinks
 	kick    chan struct{}
@@ -34,6 +36,10 @@ type InboxWriter struct {
 	done    chan struct{}
 	once    sync.Once
 }
+
+// ErrInboxClosed is Add's error after Close: the entry is not queued
+// (the caller logs the call it could not record).
+var ErrInboxClosed = errors.New("signer: inbox writer closed")
 
 // InboxWriterOptions configures an InboxWriter. Zero values are defaults.
 type InboxWriterOptions struct {
@@ -62,11 +68,16 @@ func NewInboxWriter(store InboxStore, opts InboxWriterOptions) *InboxWriter {
 	return w
 }
 
-// Add queues c (encoded when written, off the caller's path). It blocks only while MaxPending entries wait to be
-// written, or ctx ends (then c is not queued and ctx's error returned).
+// Add queues c (encoded when written, off the caller's path). It blocks
+// only while MaxPending entries wait to be written; it gives up, c not
+// queued, when ctx ends (ctx's error) or once Close has begun
+// (ErrInboxClosed).
 func (w *InboxWriter) Add(ctx context.Context, c ModelCall) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.closed {
+		return ErrInboxClosed
+	}
 	if len(w.pending) >= w.max {
 		stop := context.AfterFunc(ctx, func() {
 			w.mu.Lock()
@@ -84,6 +95,9 @@ func (w *InboxWriter) Add(ctx context.Context, c ModelCall) error {
 			default:
 			}
 			w.space.Wait()
+			if w.closed {
+				return ErrInboxClosed
+			}
 		}
 	}
 	w.pending = append(w.pending, c)
@@ -166,6 +180,10 @@ func (w *InboxWriter) loop() {
 
 // Close stops the loop and writes what is queued (bounded by ctx).
 func (w *InboxWriter) Close(ctx context.Context) error {
+	w.mu.Lock()
+	w.closed = true
+	w.space.Broadcast() // Adds waiting for room give up
+	w.mu.Unlock()
 	w.once.Do(func() { close(w.stop) })
 	<-w.done
 	err := w.Flush(ctx)

@@ -295,7 +295,12 @@ func (t *txn) recordModelCall(e InboxEntry) error {
 		t.b.Digests = append(t.b.Digests, d)
 		rs.recon.requested = append(rs.recon.requested, d)
 	}
-	t.b.Digests = append(t.b.Digests, ArgDigest{Run: c.Run, Index: l.Index, Pos: c.ToolUsesDropped, Kind: DigestModelCall})
+	mark := ""
+	if c.ResponseMalformed {
+		mark = unreadableMark
+		rs.recon.unreadable++
+	}
+	t.b.Digests = append(t.b.Digests, ArgDigest{Run: c.Run, Index: l.Index, Pos: c.ToolUsesDropped, Kind: DigestModelCall, Tool: mark})
 	rs.recon.modelCalls++
 	rs.recon.dropped += c.ToolUsesDropped
 	rs.lastActivity = t.now

@@ -231,3 +231,20 @@ func (f *failingInbox) PutInbox(ctx context.Context, entries [][]byte) error {
 	}
 	return f.next.PutInbox(ctx, entries)
 }
+
+// TestModelCallUnreadableResponseNeverClean: a model call whose response
+// could not be read for tool uses is counted in run.reconciled, and
+// verify says so; a truncated use pairs with no decision.
+func TestModelCallUnreadableResponseNeverClean(t *testing.T) {
+	e := newEnv(t, nil)
+	run := e.register(agentTok)
+	e.decide(agentTok, run, "c1", "Bash", `{"command":"ls"}`)
+	bad := modelCall(run)
+	bad.ResponseMalformed = true
+	e.put(bad, modelCall(run, signer.ToolUse{Name: "Bash", Truncated: true}))
+	e.call(e.api, agentTok, "POST", "/v1/signer/runs/"+run+"/close", nil, nil)
+	res, _ := e.verify(run)
+	if got, want := res.String(), "VERIFIED (1 model-requested tool use never decided; 1 model response unreadable for tool uses)"; got != want {
+		t.Fatalf("verify = %q, want %q", got, want)
+	}
+}

@@ -17,6 +17,7 @@ const maxUnreportedListed = 1000
 // rebuilt from the store's argument digests on load.
 type reconState struct {
 	modelCalls int         // model.call records in the run
+	unreadable int         // of them, responses that could not be read for tool uses
 	dropped    int         // tool uses beyond the gateway's bound, never listed
 	requested  []ArgDigest // tool uses the model requested, in log order
 	decided    []ArgDigest // calls decided, in log order
@@ -30,16 +31,17 @@ type unreported struct {
 }
 
 // match pairs each requested tool use, in log order, with the first
-// decision not yet paired of the same tool and the same argument digest
-// (a use whose arguments could not be read pairs with any decision of its
-// tool), and returns the uses left over.
+// decision not yet paired of the same tool and the same argument digest,
+// and returns the uses left over. A use whose arguments could not be
+// read (malformed, or over the gateway's bound) pairs with nothing: what
+// it asked for cannot be shown to have been decided.
 func (r *reconState) match() []unreported {
 	used := make([]bool, len(r.decided))
 	var out []unreported
 	for _, u := range r.requested {
 		found := false
 		for i, d := range r.decided {
-			if used[i] || d.Tool != u.Tool || (u.Digest != nil && !bytes.Equal(d.Digest, u.Digest)) {
+			if u.Digest == nil || used[i] || d.Tool != u.Tool || !bytes.Equal(d.Digest, u.Digest) {
 				continue
 			}
 			used[i], found = true, true
@@ -56,13 +58,15 @@ func (r *reconState) match() []unreported {
 // before its run.closing; on the committer.
 //
 //	{model_calls, tool_uses, decided_calls, unreported_count,
-//	 unreported: [{index, pos, tool}]}
+//	 unreported: [{index, pos, tool}], unreadable_responses}
 //
 // tool_uses counts the tool uses listed in the run's model.call records
 // plus those dropped beyond the gateway's bound; unreported_count is the
 // listed uses no decision matched plus the dropped ones (which cannot be
-// matched), so a run is reconciled clean only when every use the model
-// requested was decided.
+// matched); unreadable_responses counts the model calls whose response
+// could not be read for tool uses (response_malformed), which may hide
+// any. A run is reconciled clean only when every use the model requested
+// was decided and every response was read.
 func (t *txn) reconcile(rs *runState) error {
 	r := &rs.recon
 	if r.modelCalls == 0 {
@@ -74,14 +78,19 @@ func (t *txn) reconcile(rs *runState) error {
 		list = append(list, map[string]any{"index": u.index, "pos": int64(u.pos), "tool": u.tool})
 	}
 	_, err := t.append(rs, verify.TypeRunReconciled, map[string]any{
-		"model_calls":      int64(r.modelCalls),
-		"tool_uses":        int64(len(r.requested) + r.dropped),
-		"decided_calls":    int64(len(r.decided)),
-		"unreported_count": int64(len(left) + r.dropped),
-		"unreported":       list,
+		"model_calls":          int64(r.modelCalls),
+		"tool_uses":            int64(len(r.requested) + r.dropped),
+		"decided_calls":        int64(len(r.decided)),
+		"unreported_count":     int64(len(left) + r.dropped),
+		"unreported":           list,
+		"unreadable_responses": int64(r.unreadable),
 	})
 	return err
 }
+
+// unreadableMark is the Tool of a DigestModelCall row whose response
+// could not be read for tool uses.
+const unreadableMark = "response_malformed"
 
 // decidedDigest is the argument digest of a decided call.
 func decidedDigest(run string, index int64, tool string, canon []byte) ArgDigest {
@@ -104,6 +113,9 @@ func (s *Signer) loadRecon(ctx context.Context, rs *runState) error {
 		case DigestModelCall:
 			rs.recon.modelCalls++
 			rs.recon.dropped += d.Pos
+			if d.Tool == unreadableMark {
+				rs.recon.unreadable++
+			}
 		}
 	}
 	return nil

@@ -91,7 +91,7 @@ type InboxEntry struct {
 const (
 	DigestDecided   = "decided"    // the args of a call.decided record
 	DigestRequested = "requested"  // the args of a tool use in a model.call record
-	DigestModelCall = "model_call" // a model.call record itself (Pos: its tool uses dropped; no digest)
+	DigestModelCall = "model_call" // a model.call record itself (Pos: its tool uses dropped; Tool "response_malformed" if its response could not be read; no digest)
 )
 
 // ArgDigest is the SHA-256 of one call's or tool use's canonical
