@@ -47,7 +47,7 @@ func TestApprovalTTLFlag(t *testing.T) {
 	defer db.Close()
 	cfg := Defaults()
 	cfg.DataDir, cfg.PolicyDir, cfg.ApprovalTTL = filepath.Join(dir, "data"), pdir, 2*time.Minute
-	s, err := newSigner(ctx, cfg, db, slog.New(slog.DiscardHandler), nil, nil)
+	s, err := newSigner(ctx, cfg, db, slog.New(slog.DiscardHandler), nil, signerHooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

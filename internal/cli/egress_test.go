@@ -47,7 +47,7 @@ func TestEgressGlue(t *testing.T) {
 	}
 	cfg := Defaults()
 	cfg.DataDir, cfg.PolicyDir = filepath.Join(dir, "data"), pdir
-	s, err := newSigner(ctx, cfg, db, log, nil, nil)
+	s, err := newSigner(ctx, cfg, db, log, nil, signerHooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestEgressGatewayToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer gw.Close()
-	s, err := newSigner(ctx, cfg, db, log, nil, nil)
+	s, err := newSigner(ctx, cfg, db, log, nil, signerHooks{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestEgressAskWaitsForApproval(t *testing.T) {
 	}
 	cfg := Defaults()
 	cfg.DataDir, cfg.PolicyDir = filepath.Join(dir, "data"), pdir
-	s, err := newSigner(ctx, cfg, db, log, nil, nil)
+	s, err := newSigner(ctx, cfg, db, log, nil, signerHooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

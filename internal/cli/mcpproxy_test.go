@@ -49,7 +49,7 @@ func TestMCPProxyGlue(t *testing.T) {
 	}
 	cfg := Defaults()
 	cfg.DataDir, cfg.PolicyDir = filepath.Join(dir, "data"), pdir
-	s, err := newSigner(ctx, cfg, db, log, nil, nil)
+	s, err := newSigner(ctx, cfg, db, log, nil, signerHooks{})
 	if err != nil {
 		t.Fatal(err)
 	}

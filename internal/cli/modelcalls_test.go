@@ -22,9 +22,9 @@ const chatWithToolCall = `{"id":"chatcmpl-1","object":"chat.completion","model":
 // TestModelCallsRecordedFromStandbyReplica: two replicas share
 // PostgreSQL, each with a gateway; one holds the signer's writer lease.
 // A model call made through the standby's gateway with a token minted
-// for the agent's run is signed into that run by the writer, and at
-// close the tool use the model asked for, never decided, is reported by
-// verify.
+// for the agent's run is signed into that run by the writer; closing the
+// run revokes its token on every replica; and the tool use the model
+// asked for, never decided, is reported by verify.
 func TestModelCallsRecordedFromStandbyReplica(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs two replicas")
@@ -93,6 +93,18 @@ func TestModelCallsRecordedFromStandbyReplica(t *testing.T) {
 	}
 	if st, body, _ := c.do("POST", "http://"+writer.api+"/v1/signer/runs/"+run+"/close", c.key(writer.replica), ""); st != 200 {
 		t.Fatalf("close = %d %s", st, body)
+	}
+	// Closing the run revoked its gateway token, on every replica: no
+	// process of the run calls the model after its record ended.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		code, out, _ := c.call(standby, m.Token)
+		if code == http.StatusUnauthorized && strings.TrimSpace(out) == "gateway token revoked" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the run's token after the close = %d %s, want 401 gateway token revoked", code, out)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	st, tj, _ := c.do("GET", "http://"+writer.admin+"/v1/signer/trust", admin, "")
 	if st != 200 {

@@ -161,7 +161,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 			go func() { defer close(done); sg.runLeased(lctx, pg, cfg, log) }()
 			defer func() { stopLeased(); <-done }()
 		} else {
-			s, err := newSigner(ctx, cfg, db, log, sg.onBadCosignature, sg.flushInbox)
+			s, err := newSigner(ctx, cfg, db, log, sg.onBadCosignature, sg.hooks())
 			if err != nil {
 				return err
 			}
@@ -213,6 +213,9 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 			return err
 		}
 		defer gw.Close()
+		if sg != nil {
+			sg.gw.Store(gw) // a closing run's gateway tokens are revoked through it
+		}
 		followGatewayRevocations(ctx, db, gw, log)
 		health.checks = append(health.checks, readinessCheck{"gateway_revocations", gw.Current})
 		servers = append(servers, &namedServer{name: "gateway", addr: cfg.GatewayListen, handler: gw.DataHandler()})

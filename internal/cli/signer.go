@@ -65,9 +65,15 @@ func vkeyName(vkey string) (string, error) {
 // newSigner starts the signer of cfg on db. onBadCosignature, if not nil,
 // is called with a witness's name for each cosignature it answered that
 // does not verify with its configured vkey (the line is dropped).
-// flushInbox, if not nil, writes this replica's queued model calls (see
-// signer.Options.FlushInbox).
-func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.Logger, onBadCosignature func(witness string), flushInbox func(context.Context) error) (*signer.Signer, error) {
+// signerHooks connect the signer to this replica's gateway (zero: none):
+// FlushInbox writes its queued model calls, RevokeRunTokens revokes a
+// closing run's gateway tokens (signer.Options).
+type signerHooks struct {
+	FlushInbox      func(context.Context) error
+	RevokeRunTokens func(ctx context.Context, tenant, agent, run string) error
+}
+
+func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.Logger, onBadCosignature func(witness string), hooks signerHooks) (*signer.Signer, error) {
 	ws, err := cfg.witnesses()
 	if err != nil {
 		return nil, usageError{err}
@@ -79,7 +85,7 @@ func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.
 	opts := signer.Options{
 		Store: db, KeyFile: key, Origin: cfg.SignerOrigin, PolicyDir: cfg.PolicyDir,
 		Shared:      cfg.DatabaseURL != "", // replicas take turns on one log
-		IdleTimeout: cfg.SignerIdle, ApprovalTTL: cfg.ApprovalTTL, Log: log, FlushInbox: flushInbox,
+		IdleTimeout: cfg.SignerIdle, ApprovalTTL: cfg.ApprovalTTL, Log: log, FlushInbox: hooks.FlushInbox, RevokeRunTokens: hooks.RevokeRunTokens,
 		WitnessSize: func(err error) (int64, bool) {
 			var ce *witness.ConflictError
 			if errors.As(err, &ce) {

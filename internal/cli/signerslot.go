@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentcustody/custody/internal/apierror"
 	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/signer"
 	"github.com/agentcustody/custody/internal/store/postgres"
 	"github.com/agentcustody/custody/verify"
@@ -43,6 +44,28 @@ type signerSlot struct {
 	// queued (its InboxWriter's Flush), before the signer closes a run;
 	// nil without a gateway.
 	flushInbox func(context.Context) error
+	// gw is this replica's gateway once it runs (nil without one, and
+	// until serve has made it): a closing run's tokens are revoked
+	// through it.
+	gw atomic.Pointer[gateway.Gateway]
+}
+
+// hooks are the signer's connections to this replica's gateway.
+func (sl *signerSlot) hooks() signerHooks {
+	return signerHooks{
+		FlushInbox: sl.flushInbox,
+		RevokeRunTokens: func(ctx context.Context, tenant, agent, run string) error {
+			gw := sl.gw.Load()
+			if gw == nil {
+				// No gateway on this replica (--gateway-listen empty):
+				// deployments run it on every replica; tokens minted on
+				// another replica stay valid until their exp.
+				return nil
+			}
+			_, err := gw.RevokeRun(ctx, tenant, agent, run)
+			return err
+		},
+	}
 }
 
 // registerMetrics registers the signer's collectors that outlive the
@@ -188,7 +211,7 @@ func (sl *signerSlot) runLeased(ctx context.Context, db *postgres.DB, cfg ServeC
 			}
 			continue
 		}
-		s, err := newSigner(ctx, cfg, w.Store(), log, sl.onBadCosignature, sl.flushInbox)
+		s, err := newSigner(ctx, cfg, w.Store(), log, sl.onBadCosignature, sl.hooks())
 		if err != nil {
 			sl.startErr.Store(&err)
 			sl.startFailures.Add(1)

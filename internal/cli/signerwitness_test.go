@@ -63,7 +63,7 @@ func TestSignerWitnessMisbehaviourExposed(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	sl := &signerSlot{keys: &apikey.Service{}}
 	sl.registerMetrics(reg)
-	s, err := newSigner(ctx, cfg, db, slog.New(slog.DiscardHandler), sl.onBadCosignature, nil)
+	s, err := newSigner(ctx, cfg, db, slog.New(slog.DiscardHandler), sl.onBadCosignature, signerHooks{})
 	must(t, err)
 	sl.cur.Store(&signerHandlers{s: s})
 	defer s.Close()

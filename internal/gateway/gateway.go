@@ -262,6 +262,9 @@ type Store interface {
 	RevokeToken(ctx context.Context, jti string, at time.Time) (Revocation, error)
 	ListRevocations(ctx context.Context, sinceExclusive int64) ([]Revocation, error)
 	PruneExpired(ctx context.Context, before time.Time) (int64, error)
+	// RunTokens returns the jtis of the tokens minted for run_id run with
+	// that tenant and agent whose exp is not before notBefore.
+	RunTokens(ctx context.Context, tenant, agent, run string, notBefore time.Time) ([]string, error)
 }
 
 // Kinds of provider API: how the real key is injected and where the model
@@ -662,6 +665,25 @@ func (g *Gateway) Revoke(ctx context.Context, jti string) error {
 	g.metrics.revoked.Inc()
 	g.log.InfoContext(ctx, "gateway token revoked", "jti", jti, "cancelled_requests", cut)
 	return nil
+}
+
+// RevokeRun revokes every unexpired token minted for run_id run with that
+// tenant and agent (see Revoke) and returns how many. The signer's glue
+// calls it when the run closes, so that a process of a closed run cannot
+// go on calling the model outside any run's record.
+func (g *Gateway) RevokeRun(ctx context.Context, tenant, agent, run string) (int, error) {
+	jtis, err := g.store.RunTokens(ctx, tenant, agent, run, g.now().Add(-g.leeway))
+	if err != nil {
+		return 0, fmt.Errorf("gateway: tokens of run %s: %w", run, err)
+	}
+	n := 0
+	for _, jti := range jtis {
+		if err := g.Revoke(ctx, jti); err != nil && !errors.Is(err, ErrNotFound) {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // apply marks a revocation in the in-memory set and cancels the token's

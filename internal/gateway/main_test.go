@@ -43,6 +43,18 @@ func (m *memStore) RecordToken(_ context.Context, r TokenRecord) error {
 	return nil
 }
 
+func (m *memStore) RunTokens(_ context.Context, tenant, agent, run string, notBefore time.Time) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for jti, r := range m.tokens {
+		if r.RunID == run && r.Tenant == tenant && r.Agent == agent && !r.ExpiresAt.Before(notBefore) {
+			out = append(out, jti)
+		}
+	}
+	return out, nil
+}
+
 func (m *memStore) LookupToken(_ context.Context, jti string) (TokenRecord, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -75,11 +75,30 @@
 //	approval.resolved  {approval_id, call_id, decision: approve|deny}
 //	approval.consumed  {approval_id, call_id, args_commitment}
 //	approval.refused   {approval_id?, call_id, reason, args_commitment?}
+//	model.call         {provider, model?, path_class, method, status, outcome, stream?, started, duration_ms,
+//	                    first_byte_ms?, input_tokens?, output_tokens?, stop_reason?, token_id,
+//	                    request_commitment, response_commitment, tool_uses: [{name, id?, args_commitment|malformed|truncated}],
+//	                    tool_uses_dropped?, response_malformed?}
+//	run.reconciled     {model_calls, tool_uses, decided_calls, unreported_count, unreported: [{index, pos, tool}], unreadable_responses}
 //	run.closing        {reason: closed|idle_timeout}
 //	call.refused       (run "_log") {run, operation, reason: "run_closed", tenant, agent, session}
 //	log.rollback_detected (run "_log") {witness_size, log_size}
 //	log.fork_detected  (run "_log") {witness, witness_size, log_size, log_root}
 //	key.retired        (run "_log") {key_id, retired_from_index}
+//	model.call.refused (run "_log") {run, tenant, agent, reason: unknown_run|run_closed|forbidden, ...model.call} or {reason: invalid, inbox_id}
+//
+// # Model calls
+//
+// The gateway of every replica hands the model calls made with a run's
+// gateway token to the store's inbox ([InboxWriter]); the signer drains
+// it every Options.InboxInterval and before any close ([Signer.DrainInbox])
+// and writes each as model.call in its run. Before a run closes, its
+// gateway tokens are revoked (Options.RevokeRunTokens; a failure keeps
+// the run open), the inbox drained, and, if the run recorded model
+// calls, run.reconciled written: the tool uses the model requested that
+// no decision of the run matched by tool name and canonical arguments
+// (digests kept beside the log, never in a record), and the responses
+// that could not be read for tool uses. verify checks it offline.
 //
 // Args are never stored: a record carries verify.CommitArgs over a fresh
 // 32-byte salt, which the signer keeps ([Signer.RevealSalt]) so one

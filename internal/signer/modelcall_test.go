@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -246,5 +247,48 @@ func TestModelCallUnreadableResponseNeverClean(t *testing.T) {
 	res, _ := e.verify(run)
 	if got, want := res.String(), "VERIFIED (1 model-requested tool use never decided; 1 model response unreadable for tool uses)"; got != want {
 		t.Fatalf("verify = %q, want %q", got, want)
+	}
+}
+
+// TestCloseRevokesRunTokensFirst: a close asks for the run's gateway
+// tokens to be revoked (with the run's tenant and agent) before it
+// closes; if that fails the run stays open, so its model calls are
+// still recorded in it. Another agent's close revokes nothing.
+func TestCloseRevokesRunTokensFirst(t *testing.T) {
+	var mu sync.Mutex
+	var asked []string
+	fail := true
+	e := newEnv(t, func(o *signer.Options) {
+		o.RevokeRunTokens = func(_ context.Context, tenant, agent, run string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			asked = append(asked, tenant+"/"+agent+"/"+run)
+			if fail {
+				return errors.New("store down")
+			}
+			return nil
+		}
+	})
+	run := e.register(agentTok)
+	if st := e.call(e.api, "agents/intruder/pod-9", "POST", "/v1/signer/runs/"+run+"/close", nil, nil); st != 403 {
+		t.Fatalf("another agent's close = %d, want 403", st)
+	}
+	if st := e.call(e.api, agentTok, "POST", "/v1/signer/runs/"+run+"/close", nil, nil); st < 500 {
+		t.Fatalf("close while revocation fails = %d, want a 5xx", st)
+	}
+	var info signer.RunInfo
+	e.call(e.api, agentTok, "GET", "/v1/signer/runs/"+run+"/status", nil, &info)
+	if info.Closed {
+		t.Fatal("the run closed although its tokens could not be revoked")
+	}
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	if st := e.call(e.api, agentTok, "POST", "/v1/signer/runs/"+run+"/close", nil, nil); st != 200 {
+		t.Fatalf("close = %d", st)
+	}
+	want := "agents/support-agent/" + run
+	if len(asked) != 2 || asked[0] != want || asked[1] != want {
+		t.Fatalf("revocations asked %v, want twice %s (never for the intruder)", asked, want)
 	}
 }

@@ -394,8 +394,17 @@ func (t *txn) closeRun(rs *runState, reason string) (Leaf, error) {
 // CloseRun records run.closing with reason "closed" and signs a
 // checkpoint that covers it.
 func (s *Signer) CloseRun(ctx context.Context, caller apikey.Identity, run string) (Appended, error) {
-	// Record what the gateways observed first: the reconciliation must
-	// see every model call made before the close.
+	// End the run's gateway tokens first (only for the run's own agent),
+	// then record what the gateways observed: the reconciliation must see
+	// every model call made before the close.
+	if err := s.owned(ctx, caller, run); err != nil {
+		return Appended{}, fmt.Errorf("close run: %w", err)
+	}
+	if f := s.opts.RevokeRunTokens; f != nil {
+		if err := f(ctx, caller.Tenant, caller.Agent, run); err != nil {
+			return Appended{}, fmt.Errorf("close run: revoke its gateway tokens: %w", err)
+		}
+	}
 	s.flushLocalInbox(ctx)
 	if _, err := s.DrainInbox(ctx); err != nil {
 		return Appended{}, fmt.Errorf("close run: %w", err)
@@ -471,13 +480,26 @@ func idleSince(rs *runState, now time.Time) (time.Time, bool) {
 func (s *Signer) CloseIdle(ctx context.Context) (int, error) {
 	now := s.opts.Now()
 	var ids []string
+	var owners []RunRow
 	s.mu.Lock()
 	for id, rs := range s.runs {
 		if since, ok := idleSince(rs, now); ok && !rs.closed && now.Sub(since) >= s.opts.IdleTimeout {
 			ids = append(ids, id)
+			owners = append(owners, rs.row)
 		}
 	}
 	s.mu.Unlock()
+	if f := s.opts.RevokeRunTokens; f != nil {
+		kept := ids[:0]
+		for i, id := range ids {
+			if err := f(ctx, owners[i].Tenant, owners[i].Agent, id); err != nil {
+				s.log.WarnContext(ctx, "idle run not closed: its gateway tokens could not be revoked; trying again later", "run", id, "err", err)
+				continue
+			}
+			kept = append(kept, id)
+		}
+		ids = kept
+	}
 	if len(ids) > 0 {
 		s.flushLocalInbox(ctx)
 		if _, err := s.DrainInbox(ctx); err != nil {

@@ -110,6 +110,13 @@ type Options struct {
 	// that arrives after the close is recorded as model.call.refused
 	// (run_closed) in "_log". A FlushInbox error is logged, not fatal.
 	FlushInbox func(ctx context.Context) error
+	// RevokeRunTokens, if set, revokes the gateway tokens minted for a run
+	// of tenant and agent (gateway.RevokeRun). It is called before the run
+	// closes (by its agent or the idle closer), so that no process of the
+	// run goes on calling the model after its record ends; if it fails,
+	// the run is not closed (CloseRun returns the error; the idle closer
+	// tries again next time).
+	RevokeRunTokens func(ctx context.Context, tenant, agent, run string) error
 	// MaxBatch is the most appends one group commit writes. Default 64:
 	// small enough that, under load, one batch is signed while the one
 	// before commits (a single batch of every waiting caller leaves the

@@ -277,3 +277,21 @@ func (d *DB) PruneExpired(ctx context.Context, before time.Time) (int64, error) 
 	}
 	return n, nil
 }
+
+// gatewayRunSchema is migration 8: tokens are found by their run, to
+// revoke them when the signer closes it.
+const gatewayRunSchema = `CREATE INDEX gateway_tokens_run ON gateway_tokens (run_id, tenant, agent);`
+
+// RunTokens implements gateway.Store.
+func (d *DB) RunTokens(ctx context.Context, tenant, agent, run string, notBefore time.Time) ([]string, error) {
+	rows, err := d.pool.Query(ctx, `SELECT jti FROM gateway_tokens WHERE run_id = $1 AND tenant = $2 AND agent = $3 AND expires_at >= $4`,
+		run, tenant, agent, notBefore.Unix())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: run tokens: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: run tokens: %w", err)
+	}
+	return out, nil
+}

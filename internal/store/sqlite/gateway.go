@@ -185,3 +185,29 @@ func (d *DB) PruneExpired(ctx context.Context, before time.Time) (int64, error) 
 	}
 	return n, nil
 }
+
+// gatewayRunSchema is migration 8: tokens are found by their run, to
+// revoke them when the signer closes it.
+const gatewayRunSchema = `CREATE INDEX gateway_tokens_run ON gateway_tokens (run_id, tenant, agent);`
+
+// RunTokens implements gateway.Store.
+func (d *DB) RunTokens(ctx context.Context, tenant, agent, run string, notBefore time.Time) ([]string, error) {
+	rows, err := d.db.QueryContext(ctx, `SELECT jti FROM gateway_tokens WHERE run_id = ? AND tenant = ? AND agent = ? AND expires_at >= ?`,
+		run, tenant, agent, notBefore.Unix())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: run tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var jti string
+		if err := rows.Scan(&jti); err != nil {
+			return nil, fmt.Errorf("sqlite: run tokens: %w", err)
+		}
+		out = append(out, jti)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: run tokens: %w", err)
+	}
+	return out, nil
+}

@@ -28,4 +28,6 @@ var migrations = []string{
 	gatewayModelsSchema,
 	// 7: signer: the model-call inbox and the argument digests of runs.
 	signerInboxSchema,
+	// 8: model gateway: tokens by run (revoked when the run closes).
+	gatewayRunSchema,
 }

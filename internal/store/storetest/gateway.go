@@ -166,6 +166,27 @@ func Gateway(t *testing.T, open func(testing.TB) gateway.Store) {
 		}
 	})
 
+	t.Run("RunTokens", func(t *testing.T) {
+		// The unexpired tokens of one run of one agent: not another
+		// agent's token naming the same run, not an expired one.
+		s := open(t)
+		a, b, other, old := tokenRecord("a", gatewayNow, time.Hour), tokenRecord("b", gatewayNow, time.Hour),
+			tokenRecord("other", gatewayNow, time.Hour), tokenRecord("old", gatewayNow.Add(-2*time.Hour), time.Hour)
+		for _, r := range []*gateway.TokenRecord{&a, &b, &other, &old} {
+			r.RunID, r.Agent = "run-1", "agent-1"
+		}
+		other.Agent = "agent-2"
+		recordTokens(t, s, a, b, other, old)
+		got, err := s.RunTokens(ctx, "agents", "agent-1", "run-1", gatewayNow)
+		slices.Sort(got)
+		if err != nil || !slices.Equal(got, []string{"a", "b"}) {
+			t.Errorf("RunTokens = %v, %v; want [a b]", got, err)
+		}
+		if got, err := s.RunTokens(ctx, "agents", "agent-1", "run-2", gatewayNow); err != nil || len(got) != 0 {
+			t.Errorf("RunTokens(another run) = %v, %v", got, err)
+		}
+	})
+
 	t.Run("RevokeExpiredToken", func(t *testing.T) {
 		// A recorded token past its exp but not pruned can be revoked (a
 		// runner whose command outlived the token still revokes it).
