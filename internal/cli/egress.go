@@ -56,7 +56,13 @@ func newEgressProxy(keys *apikey.Service, gw *gateway.Gateway, current func() *s
 				if c.RunID == "" || c.RunID != run {
 					return egress.Caller{}, errors.New("egress: the gateway token is not for this run")
 				}
-				return egress.Caller{Identity: apikey.Identity{Tenant: c.Tenant, Agent: c.Agent, Method: "gateway_token"}, Run: run}, nil
+				jti := c.ID
+				return egress.Caller{
+					Identity: apikey.Identity{Tenant: c.Tenant, Agent: c.Agent, Method: "gateway_token"}, Run: run,
+					// Revoking the token (the process exited, the run
+					// closed) cuts its tunnels too.
+					Bind: func(ctx context.Context) (context.Context, func()) { return gw.Bind(ctx, jti) },
+				}, nil
 			}
 			rec, err := keys.Verify(r.Context(), key)
 			if err != nil {

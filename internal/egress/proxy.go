@@ -23,6 +23,11 @@ import (
 type Caller struct {
 	Identity apikey.Identity
 	Run      string
+	// Bind, if set, ties a request's context to the credential's life
+	// (e.g. gateway.Gateway.Bind for a run's gateway token): when the
+	// returned context ends, the request or tunnel is cut. release is
+	// called when the request ends.
+	Bind func(ctx context.Context) (bound context.Context, release func())
 }
 
 // Request is one destination to decide: a CONNECT tunnel (Method
@@ -84,7 +89,14 @@ type Proxy struct {
 	Dialer *Dialer
 	// Log gets one line per refusal. Default slog.Default().
 	Log *slog.Logger
+	// MaxTunnel bounds a CONNECT tunnel's life; it is closed then. Zero
+	// means DefaultMaxTunnel.
+	MaxTunnel time.Duration
 }
+
+// DefaultMaxTunnel is a tunnel's longest life unless Proxy.MaxTunnel
+// says otherwise.
+const DefaultMaxTunnel = time.Hour
 
 func (p *Proxy) dialer() *Dialer {
 	if p.Dialer == nil {
@@ -123,6 +135,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		authRequired(w)
 		return
+	}
+	if caller.Bind != nil {
+		ctx, release := caller.Bind(r.Context())
+		defer release()
+		r = r.WithContext(ctx)
 	}
 	dec, err := p.Decide(r.Context(), caller, req)
 	if errors.Is(err, ErrCaller) {
@@ -251,6 +268,18 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, req Request, done
 		up.Close()
 		return
 	}
+	// The tunnel ends with the credential (Caller.Bind) or at MaxTunnel.
+	max := p.MaxTunnel
+	if max <= 0 {
+		max = DefaultMaxTunnel
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), max)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		c.Close()
+		up.Close()
+	})
+	defer stop()
 	// Bytes the client sent after the CONNECT headers are already
 	// buffered.
 	if n := brw.Reader.Buffered(); n > 0 {

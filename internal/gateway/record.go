@@ -187,3 +187,26 @@ func (g *Gateway) Authenticate(ctx context.Context, token string) (*Claims, erro
 	}
 	return c, nil
 }
+
+// Bind ties ctx to a gateway token's life, for another custody listener
+// that admitted it (the egress proxy's tunnels): the returned context is
+// cancelled, with cause ErrRevoked, when jti is revoked (on any replica,
+// as the data plane's requests are) and, with ErrRevocationStale, when
+// this replica's revocation view goes stale. release must be called when
+// the work ends.
+func (g *Gateway) Bind(ctx context.Context, jti string) (context.Context, func()) {
+	bctx, cancel := context.WithCancelCause(ctx)
+	e := g.inflight.add(jti, cancel)
+	// Registered first: a revocation either is in the set already or
+	// finds this entry to cancel.
+	switch {
+	case g.revoked.has(jti):
+		cancel(ErrRevoked)
+	case g.stale():
+		cancel(ErrRevocationStale)
+	}
+	return bctx, func() {
+		g.inflight.remove(jti, e)
+		cancel(nil)
+	}
+}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -143,5 +144,36 @@ func TestRecorderSeesCutStream(t *testing.T) {
 	}
 	if c.ResponseSHA256 != sha256.Sum256([]byte(body)) {
 		t.Fatal("response digest is not of what the client got")
+	}
+}
+
+// Bind: a context bound to a token ends when the token is revoked, and
+// is ended at once for a token already revoked.
+func TestBindEndsWithTheToken(t *testing.T) {
+	e := newEnv(t)
+	m := e.mint(t, Grant{Providers: []string{"anthropic"}, RunID: "run-9", Tenant: "agents", Agent: "a1"})
+	ctx, release := e.g.Bind(context.Background(), m.JTI)
+	defer release()
+	if ctx.Err() != nil {
+		t.Fatal("bound context ended before any revocation")
+	}
+	if n, err := e.g.RevokeRun(context.Background(), "agents", "a1", "run-9"); err != nil || n != 1 {
+		t.Fatalf("RevokeRun = %d, %v; want 1", n, err)
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("bound context still alive after the revocation")
+	}
+	if !errors.Is(context.Cause(ctx), ErrRevoked) {
+		t.Errorf("cause = %v, want ErrRevoked", context.Cause(ctx))
+	}
+	late, release2 := e.g.Bind(context.Background(), m.JTI)
+	defer release2()
+	if late.Err() == nil {
+		t.Error("binding a revoked token gave a live context")
+	}
+	if _, err := e.g.Authenticate(context.Background(), m.Token); !errors.Is(err, ErrRevoked) {
+		t.Errorf("Authenticate(revoked) = %v", err)
 	}
 }
