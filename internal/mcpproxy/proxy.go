@@ -316,7 +316,7 @@ type session struct {
 	mu      sync.Mutex
 	ss      *mcp.ServerSession
 	cs      *mcp.ClientSession
-	secret  string // the upstream credential cs sends, to keep it out of answers
+	secret  [][]byte // secretForms of the upstream credential cs sends, to keep it out of answers
 	ended   bool
 }
 

@@ -1,7 +1,6 @@
 package mcpproxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -90,7 +89,7 @@ func (s *session) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 		}
 		name, prefix := c.header()
 		t.header, t.value = name, prefix+secret
-		s.secret = secret
+		s.secret = secretForms(secret)
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "custody-mcp-proxy", Version: "1"}, nil)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.CallTimeout)
@@ -110,13 +109,14 @@ func (s *session) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 }
 
 // leaks reports whether raw, an upstream answer on its way to the
-// sandbox, carries the upstream's credential (an upstream echoing its
-// request headers): such an answer is withheld.
+// sandbox, carries the upstream's credential in any of secretForms (an
+// upstream echoing its request headers, in clear or in a blob): such an
+// answer is withheld.
 func (s *session) leaks(raw []byte) bool {
 	s.mu.Lock()
-	secret := s.secret
+	forms := s.secret
 	s.mu.Unlock()
-	return secret != "" && bytes.Contains(raw, []byte(secret))
+	return containsAny(raw, forms)
 }
 
 // drop forgets cs after a failed exchange, so that the next call

@@ -1,0 +1,38 @@
+package mcpproxy
+
+import (
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+	"testing"
+)
+
+// The credential is found in clear, JSON-escaped, in hex and in base64 at
+// any offset inside a larger blob; an unrelated blob is not flagged.
+func TestSecretForms(t *testing.T) {
+	secret := `upstream-secret-"quoted"-zzzz`
+	forms := secretForms(secret)
+	for pre := 0; pre < 6; pre++ {
+		blob := strings.Repeat("x", pre) + "Authorization: Bearer " + secret + "\r\nHost: up\r\n"
+		for name, enc := range map[string]string{
+			"std": base64.StdEncoding.EncodeToString([]byte(blob)),
+			"url": base64.URLEncoding.EncodeToString([]byte(blob)),
+			"raw": base64.RawStdEncoding.EncodeToString([]byte(blob)),
+			"hex": hex.EncodeToString([]byte(blob)),
+			"HEX": strings.ToUpper(hex.EncodeToString([]byte(blob))),
+		} {
+			if !containsAny([]byte(`{"data":"`+enc+`"}`), forms) {
+				t.Errorf("%s at offset %d not found", name, pre)
+			}
+		}
+	}
+	if !containsAny([]byte(`{"text":"upstream-secret-\"quoted\"-zzzz"}`), forms) {
+		t.Error("JSON-escaped credential not found")
+	}
+	if containsAny([]byte(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("harmless image bytes ", 50)))), forms) {
+		t.Error("an unrelated blob was flagged")
+	}
+	if secretForms("") != nil {
+		t.Error("forms of an empty credential")
+	}
+}
