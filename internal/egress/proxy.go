@@ -11,6 +11,7 @@ import (
 	"net/http/httptrace"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/agentcustody/custody/internal/apikey"
@@ -73,6 +74,8 @@ var ErrCaller = errors.New("egress: caller refused")
 //   - 403 "destination refused: RULE,..." when Decide denies or the
 //     dial-time check refuses the resolved address;
 //   - 400 for a request that is neither CONNECT nor absolute-form HTTP;
+//   - 429 "too many open connections" when the caller's agent has
+//     MaxPerCaller requests and tunnels open;
 //   - 502 when the destination cannot be reached; 503 when Decide fails
 //     (custody cannot check, so it refuses).
 type Proxy struct {
@@ -92,6 +95,43 @@ type Proxy struct {
 	// MaxTunnel bounds a CONNECT tunnel's life; it is closed then. Zero
 	// means DefaultMaxTunnel.
 	MaxTunnel time.Duration
+	// MaxPerCaller bounds the requests and tunnels one agent (tenant and
+	// agent of the Caller) has open at once, so that one sandbox cannot
+	// hold the listener's connections for all: over it the proxy answers
+	// 429 "too many open connections". Zero means DefaultMaxPerCaller.
+	MaxPerCaller int
+
+	mu   sync.Mutex
+	open map[string]int // open requests and tunnels per agent
+}
+
+// DefaultMaxPerCaller is Proxy.MaxPerCaller's default.
+const DefaultMaxPerCaller = 64
+
+// acquire counts an open request of c's agent, or reports false at the
+// bound; release undoes it.
+func (p *Proxy) acquire(c Caller) (release func(), ok bool) {
+	max := p.MaxPerCaller
+	if max <= 0 {
+		max = DefaultMaxPerCaller
+	}
+	k := c.Identity.Tenant + "\x00" + c.Identity.Agent
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open == nil {
+		p.open = map[string]int{}
+	}
+	if p.open[k] >= max {
+		return nil, false
+	}
+	p.open[k]++
+	return func() {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if p.open[k]--; p.open[k] <= 0 {
+			delete(p.open, k)
+		}
+	}, true
 }
 
 // DefaultMaxTunnel is a tunnel's longest life unless Proxy.MaxTunnel
@@ -136,6 +176,13 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		authRequired(w)
 		return
 	}
+	releaseSlot, ok := p.acquire(caller)
+	if !ok {
+		p.log().Warn("egress refused: too many open connections", "tenant", caller.Identity.Tenant, "agent", caller.Identity.Agent)
+		refuse(w, http.StatusTooManyRequests, "too many open connections")
+		return
+	}
+	defer releaseSlot()
 	if caller.Bind != nil {
 		ctx, release := caller.Bind(r.Context())
 		defer release()
