@@ -52,3 +52,34 @@ func TestDeployPolicyEgress(t *testing.T) {
 		}
 	}
 }
+
+// TestDeployPolicyMCP: the example MCP rules allow searching the "docs"
+// server, deny a search for passwords (any case), and leave its other
+// tools to the default deny.
+func TestDeployPolicyMCP(t *testing.T) {
+	b, err := os.ReadFile("../../deploy/base/policies/agents.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse("agents", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tool, args string
+		want       Effect
+	}{
+		{"mcp__docs__search", `{"query":"custody design"}`, Allow},
+		{"mcp__docs__search", `{"query":"admin PassWord"}`, Deny},
+		{"mcp__docs__delete_page", `{"page":"home"}`, Deny},
+	} {
+		d, err := e.Decide(context.Background(), p, Call{Tool: c.tool, Args: json.RawMessage(c.args), Tenant: "agents"})
+		if err != nil || d.Effect != c.want {
+			t.Errorf("%s %s = %s %v (%v), want %s", c.tool, c.args, d.Effect, d.RuleIDs, err, c.want)
+		}
+	}
+}

@@ -45,6 +45,7 @@ const (
 	APIPort       = 8865
 	GatewayPort   = 8866
 	EgressPort    = 8869 // deploy/components/mediated
+	MCPPort       = 8080 // the upstream MCP server pod's
 	custodySelect = "app.kubernetes.io/name=custody"
 )
 
@@ -81,6 +82,12 @@ type Deployment struct {
 	ProviderIP, ProviderURL string
 	// OtherIP is the server pod in namespace "other".
 	OtherIP string
+	// MCPIP is the upstream MCP server's pod (test/e2e/mcpdocs, in
+	// namespace "other"), which custody reaches by Service DNS as
+	// upstream "docs"; MCPCallsURL its own call log (GET, from the host).
+	MCPIP, MCPCallsURL string
+	mcpURL             string
+	mcpCredential      string
 	// StoreAddr is the store as pods reach it:
 	// postgres.custody-store.svc.cluster.local:5432.
 	StoreAddr string
@@ -135,6 +142,8 @@ func Deploy(ctx context.Context, c *realnode.Cluster, opts Options) (_ *Deployme
 		return nil, err
 	}
 	objs, err := build(root, opts.Dir, overlay{ProviderURL: d.ProviderURL, SignerIdle: opts.SignerIdle})
+	// custody's --mcp-upstreams and the credential it injects come from
+	// Secret custody-mcp (see secrets).
 	if err != nil {
 		return nil, err
 	}

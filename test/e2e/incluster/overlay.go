@@ -67,6 +67,15 @@ patches:
         path: /spec/template/spec/containers/0/args/-
         value: --signer-idle={{.SignerIdle}}
       - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --mcp-upstreams=/etc/custody/mcp/upstreams.yaml
+      - op: add
+        path: /spec/template/spec/volumes/-
+        value: {name: mcp, secret: {secretName: custody-mcp, defaultMode: 0440}}
+      - op: add
+        path: /spec/template/spec/containers/0/volumeMounts/-
+        value: {name: mcp, mountPath: /etc/custody/mcp, readOnly: true}
+      - op: add
         path: /spec/template/spec/containers/0/ports/-
         value: {name: admin, containerPort: 8867}
       - op: add

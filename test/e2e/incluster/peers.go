@@ -2,6 +2,8 @@ package incluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/url"
 	"time"
@@ -29,30 +31,43 @@ func (d *Deployment) peers(ctx context.Context, env *fixture.Env) error {
 	if err := waitDefaultSA(ctx, env, StoreNS, ProviderNS, OtherNS); err != nil {
 		return err
 	}
-	provider, err := d.serverPod(ctx, ProviderNS, "provider", ProviderImage, ProviderPort, []string{fmt.Sprintf(":%d", ProviderPort)})
+	provider, err := d.serverPod(ctx, ProviderNS, "provider", ProviderImage, ProviderPort, []string{fmt.Sprintf(":%d", ProviderPort)}, nil)
 	if err != nil {
 		return err
 	}
-	other, err := d.serverPod(ctx, OtherNS, "server", realnode.NetprobeImage, ProviderPort, []string{"serve", fmt.Sprintf(":%d", ProviderPort)})
+	other, err := d.serverPod(ctx, OtherNS, "server", realnode.NetprobeImage, ProviderPort, []string{"serve", fmt.Sprintf(":%d", ProviderPort)}, nil)
 	if err != nil {
 		return err
 	}
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return err
+	}
+	d.mcpCredential = hex.EncodeToString(raw[:])
+	mcpPod, err := d.serverPod(ctx, OtherNS, "mcp", realnode.NetprobeImage, MCPPort, []string{"mcp-serve", fmt.Sprintf(":%d", MCPPort)},
+		map[string]string{"MCP_CREDENTIAL": d.mcpCredential})
+	if err != nil {
+		return err
+	}
+	d.MCPIP = mcpPod.Status.PodIP
+	d.MCPCallsURL = fmt.Sprintf("http://%s:%d/calls", d.MCPIP, MCPPort)
+	d.mcpURL = fmt.Sprintf("http://mcp.%s.svc.cluster.local:%d/mcp", OtherNS, MCPPort)
 	d.ProviderIP, d.OtherIP = provider.Status.PodIP, other.Status.PodIP
 	d.ProviderURL = fmt.Sprintf("http://provider.%s.svc.cluster.local:%d", ProviderNS, ProviderPort)
-	d.step("peers: provider stand-in pod %s (Service %s), namespace %s server pod %s", d.ProviderIP, d.ProviderURL, OtherNS, d.OtherIP)
+	d.step("peers: provider stand-in pod %s (Service %s), namespace %s server pod %s and MCP server pod %s (Service %s)", d.ProviderIP, d.ProviderURL, OtherNS, d.OtherIP, d.MCPIP, d.mcpURL)
 	return nil
 }
 
-// serverPod creates pod name (label app=name) and its Service on port,
-// and waits until the pod is Ready.
-func (d *Deployment) serverPod(ctx context.Context, ns, name, image string, port int32, args []string) (*corev1.Pod, error) {
+// serverPod creates pod name (label app=name, environment env) and its
+// Service on port, and waits until the pod is Ready.
+func (d *Deployment) serverPod(ctx context.Context, ns, name, image string, port int32, args []string, env map[string]string) (*corev1.Pod, error) {
 	kube := d.cluster.CP.Kube
 	lbl := map[string]string{"app": name}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: lbl}, Spec: corev1.PodSpec{
 		TerminationGracePeriodSeconds: new(int64),
 		AutomountServiceAccountToken:  ptr.To(false),
 		Containers: []corev1.Container{{
-			Name: name, Image: image, ImagePullPolicy: corev1.PullNever, Args: args,
+			Name: name, Image: image, ImagePullPolicy: corev1.PullNever, Args: args, Env: envVars(env),
 			ReadinessProbe: &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{
 				TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(port)}}},
 		}},
@@ -76,7 +91,7 @@ func (d *Deployment) serverPod(ctx context.Context, ns, name, image string, port
 // network).
 func (d *Deployment) storeService(ctx context.Context) (*corev1.Pod, error) {
 	return d.serverPod(ctx, StoreNS, "postgres", realnode.NetprobeImage, 5432,
-		[]string{"forward", ":5432", fmt.Sprintf("%s:%d", node.BridgeIP, storeFwdPort)})
+		[]string{"forward", ":5432", fmt.Sprintf("%s:%d", node.BridgeIP, storeFwdPort)}, nil)
 }
 
 // waitDefaultSA waits for each namespace's default ServiceAccount (pods
@@ -101,4 +116,12 @@ func redactURL(s string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+func envVars(m map[string]string) []corev1.EnvVar {
+	var out []corev1.EnvVar
+	for k, v := range m {
+		out = append(out, corev1.EnvVar{Name: k, Value: v})
+	}
+	return out
 }

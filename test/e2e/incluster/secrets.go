@@ -55,12 +55,17 @@ func (d *Deployment) secrets(ctx context.Context, opts Options) (string, error) 
 		"custody-keys":          keys,
 		"custody-provider-keys": {"anthropic": []byte(opts.ProviderKey)},
 		"custody-admin":         {"token": []byte(admin)},
+		"custody-mcp": {
+			"docs": []byte(d.mcpCredential),
+			"upstreams.yaml": []byte("upstreams:\n  - name: docs\n    url: " + d.mcpURL +
+				"\n    tenants: [agents]\n    credential: {file: /etc/custody/mcp/docs}\n"),
+		},
 	} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: fixture.CustodyNS}, Data: data}
 		if _, err := kube.CoreV1().Secrets(fixture.CustodyNS).Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			return "", fmt.Errorf("incluster: secret %s: %w", name, err)
 		}
 	}
-	d.step("secrets: custody-database (-> %s), custody-keys (%d files from custody keys init), custody-provider-keys, custody-admin", inCluster.Redacted(), len(keys))
+	d.step("secrets: custody-database (-> %s), custody-keys (%d files from custody keys init), custody-provider-keys, custody-admin, custody-mcp (upstream docs and its credential)", inCluster.Redacted(), len(keys))
 	return admin, nil
 }

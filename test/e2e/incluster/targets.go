@@ -16,14 +16,16 @@ const (
 	TOther      = "pod in namespace other"
 	TMetrics    = "custody metrics port"
 	TAdmin      = "custody admin port"
+	TMCP        = "MCP server pod by IP"
 )
 
 // Targets are the seeds' paired probes for a sandbox: Allowed, custody's
 // API and gateway by the Service DNS name the template gives the agent;
 // MustFail, the store (by its Service name), the provider stand-in (by
 // pod IP, so DNS cannot fake it), the API server (kubernetes.default),
-// a pod in another namespace, and custody's metrics and admin ports (by
-// custody's pod IP).
+// a pod in another namespace, custody's metrics and admin ports (by
+// custody's pod IP), and the upstream MCP server (by pod IP: the sandbox
+// reaches it only through custody's MCP proxy).
 func (d *Deployment) Targets() (allowed, mustFail []netcheck.Target) {
 	ip := d.Pod.Status.PodIP
 	allowed = []netcheck.Target{
@@ -37,6 +39,7 @@ func (d *Deployment) Targets() (allowed, mustFail []netcheck.Target) {
 		{Name: TOther, Addr: fmt.Sprintf("%s:%d", d.OtherIP, ProviderPort)},
 		{Name: TMetrics, Addr: fmt.Sprintf("%s:%d", ip, MetricsPort)},
 		{Name: TAdmin, Addr: fmt.Sprintf("%s:%d", ip, AdminPort)},
+		{Name: TMCP, Addr: fmt.Sprintf("%s:%d", d.MCPIP, MCPPort)},
 	}
 	return allowed, mustFail
 }

@@ -44,7 +44,7 @@ func runRealNode(ctx context.Context, dir string) (code int) {
 		}
 	}()
 	fmt.Printf("   custody pod %s: API %s, model gateway %s, admin %s\n\n", d.Pod.Name, d.Custody.URL, d.Custody.GatewayURL, d.Custody.AdminURL)
-	s := &scenario{env: &fixture.Env{CP: c.CP}, url: d.Custody.URL, deploy: d}
+	s := &scenario{env: &fixture.Env{CP: c.CP}, url: d.Custody.URL, deploy: d, mcpCalls: callLog(d.MCPCallsURL)}
 	return s.all(ctx, d.Custody, d.Bin, dir, d.ProviderSeen, "pod "+d.ProviderIP+", Service "+d.ProviderURL, fmt.Sprintf("http://%s:%d/", d.ProviderIP, incluster.ProviderPort), func() string {
 		return d.Logs(context.WithoutCancel(ctx), 3000)
 	})

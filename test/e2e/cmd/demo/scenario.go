@@ -24,8 +24,11 @@ type scenario struct {
 	// stand-in, where skipWhy says why checks 5 and G2 cannot run.
 	deploy  *incluster.Deployment
 	skipWhy string
-	// net is check 5's probe report, reused by G2; nil if it did not run.
+	// net is check 5's probe report, reused by G2 and M5; nil if it did
+	// not run.
 	net *netcheck.Report
+	// mcpCalls reads the upstream MCP server's own call log.
+	mcpCalls func(ctx context.Context) ([]string, error)
 }
 
 // providerSeen reports what the provider stand-in received: SHA-256 (hex)
@@ -42,6 +45,10 @@ func (s *scenario) all(ctx context.Context, c *fixture.Custody, bin, dir string,
 	fmt.Println("== model gateway: per-execution tokens through sandboxd, revoked at exit")
 	g := &gatewayScenario{scenario: s, env: s.env, custody: c, custodyBin: bin, seen: seen, providerDesc: providerDesc, providerURL: providerURL, dir: dir}
 	g.run(ctx)
+	fmt.Println()
+	fmt.Println("== MCP through custody: every tools/call a signer decision before it reaches the upstream")
+	ms := &mcpScenario{scenario: s, custody: c, custodyBin: bin, dir: dir, calls: s.mcpCalls}
+	ms.run(ctx)
 	fmt.Println()
 	fmt.Printf("== signer: decisions and a signed record that survives the Sandbox (idle_s = %v here)\n", demoIdle)
 	sg := &signerScenario{scenario: s, env: s.env, custody: c, custodyBin: bin, dir: dir}

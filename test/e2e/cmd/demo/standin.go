@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/agentcustody/custody/test/e2e/controlplane"
 	"github.com/agentcustody/custody/test/e2e/fixture"
+	"github.com/agentcustody/custody/test/e2e/mcpdocs"
 )
 
 // runStandIn is the fallback: the stand-in control plane (pods marked
@@ -58,8 +60,21 @@ func runStandIn(ctx context.Context, dir, skipWhy string) int {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		return 1
 	}
+	// The upstream MCP server "docs", with the credential custody injects.
+	mcpUp := httptest.NewServer((&mcpdocs.Upstream{}).Handler(demoMCPCredential))
+	defer mcpUp.Close()
+	mcpConf := filepath.Join(dir, "mcp-upstreams.yaml")
+	if err := os.WriteFile(filepath.Join(dir, "mcp-credential"), []byte(demoMCPCredential), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
+	if err := os.WriteFile(mcpConf, []byte("upstreams:\n  - name: docs\n    url: "+mcpUp.URL+"/mcp\n    tenants: [agents]\n    credential: {file: "+
+		filepath.Join(dir, "mcp-credential")+"}\n"), 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		return 1
+	}
 	srv, err := fixture.StartCustody(ctx, bin, dir, "--kubeconfig="+kc, "--kubernetes-namespaces="+fixture.Namespace,
-		"--gateway-keys-dir="+keysDir, "--gateway-provider=anthropic="+provider.URL,
+		"--gateway-keys-dir="+keysDir, "--gateway-provider=anthropic="+provider.URL, "--mcp-upstreams="+mcpConf,
 		"--policy-dir="+filepath.Join(root, "deploy", "base", "policies"), "--signer-idle="+demoIdle.String())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -68,9 +83,13 @@ func runStandIn(ctx context.Context, dir, skipWhy string) int {
 	defer srv.Stop()
 	fmt.Printf("   custody API on %s, model gateway on %s (log: %s)\n\n", srv.URL, srv.GatewayURL, srv.Log)
 
-	s := &scenario{env: env, url: srv.URL, skipWhy: skipWhy}
+	s := &scenario{env: env, url: srv.URL, skipWhy: skipWhy, mcpCalls: callLog(mcpUp.URL + "/calls")}
 	return s.all(ctx, srv, bin, dir, standInSeen(provider), provider.URL, provider.URL+"/", func() string { return tail(srv.Log, 3000) })
 }
+
+// demoMCPCredential is what custody injects into its calls to the
+// stand-in demo's upstream MCP server (never in the sandbox).
+const demoMCPCredential = "mcp-docs-demo-credential-0000"
 
 // standInSeen reports what the loopback stand-in received, as digests.
 func standInSeen(p *fixture.ProviderStandIn) providerSeen {

@@ -6,6 +6,8 @@
 //	netprobe lookup NAME TIMEOUT # resolve NAME (the pod's resolv.conf) every 300 ms until it answers or TIMEOUT
 //	netprobe connect TIMEOUT SETTLE ADDR...  # wait SETTLE, then a TCP handshake with each ADDR, in parallel
 //	netprobe forward LISTEN TARGET    # copy each TCP connection on LISTEN to TARGET
+//	netprobe mcp-serve ADDR      # the demo's upstream MCP server (test/e2e/mcpdocs) on ADDR,
+//	                             # demanding the credential in $MCP_CREDENTIAL
 //
 // dial exits 0 when it read "ok" and lookup when NAME resolved, 1 otherwise;
 // both write what they observed ("connected to ... read ok", the addresses,
@@ -18,9 +20,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/agentcustody/custody/test/e2e/mcpdocs"
 )
 
 func main() {
@@ -41,6 +46,13 @@ func main() {
 		fmt.Println(msg)
 		_ = os.WriteFile("/dev/termination-log", []byte(msg), 0o644)
 		os.Exit(code)
+	}
+	if len(os.Args) == 3 && os.Args[1] == "mcp-serve" {
+		u := &mcpdocs.Upstream{}
+		fmt.Println("mcp upstream on", os.Args[2])
+		srv := &http.Server{Addr: os.Args[2], Handler: u.Handler(os.Getenv("MCP_CREDENTIAL")), ReadHeaderTimeout: 10 * time.Second}
+		fmt.Fprintln(os.Stderr, "netprobe:", srv.ListenAndServe())
+		os.Exit(1)
 	}
 	if len(os.Args) == 4 && os.Args[1] == "forward" {
 		os.Exit(forward(os.Args[2], os.Args[3]))
