@@ -247,9 +247,15 @@ func (d *Deployment) Logs(ctx context.Context, n int64) string {
 	if err != nil || len(l.Items) == 0 {
 		return fmt.Sprintf("(no custody pod: %v)", err)
 	}
-	b, err := d.cluster.CP.Kube.CoreV1().Pods(fixture.CustodyNS).GetLogs(l.Items[0].Name, &corev1.PodLogOptions{LimitBytes: &n}).DoRaw(ctx)
+	// LimitBytes would give the first n bytes: ask for enough last lines
+	// (custody's JSON lines are a few hundred bytes) and keep the tail.
+	lines := n/100 + 1
+	b, err := d.cluster.CP.Kube.CoreV1().Pods(fixture.CustodyNS).GetLogs(l.Items[0].Name, &corev1.PodLogOptions{TailLines: &lines}).DoRaw(ctx)
 	if err != nil {
 		return fmt.Sprintf("(log of %s: %v)", l.Items[0].Name, err)
+	}
+	if int64(len(b)) > n {
+		b = b[int64(len(b))-n:]
 	}
 	return string(b)
 }
