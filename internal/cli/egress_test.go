@@ -5,12 +5,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -20,7 +17,6 @@ import (
 	"github.com/agentcustody/custody/internal/egress"
 	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/signer"
-	"github.com/agentcustody/custody/internal/store/sqlite"
 )
 
 // The egress glue against a real signer and key service on SQLite: the
@@ -31,27 +27,8 @@ import (
 // (407), and a replica without a signer cannot decide (503).
 func TestEgressGlue(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	pdir := filepath.Join(dir, "policies")
-	must(t, os.MkdirAll(pdir, 0o700))
-	must(t, os.WriteFile(filepath.Join(pdir, "agents.yaml"), []byte("rules:\n  - id: AGENTS-EGRESS\n    effect: allow\n    tool: Egress\n"), 0o600))
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	log := slog.New(slog.DiscardHandler)
-	keys, err := apikey.New(apikey.Options{Store: db, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Defaults()
-	cfg.DataDir, cfg.PolicyDir = filepath.Join(dir, "data"), pdir
-	s, err := newSigner(ctx, cfg, db, log, nil, signerHooks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	e := newSignerEnv(t, "rules:\n  - id: AGENTS-EGRESS\n    effect: allow\n    tool: Egress\n")
+	keys, s, log := e.keys, e.s, e.log
 	id := apikey.Identity{Tenant: "agents", Agent: "a", Session: "p", Method: "static"}
 	minted, err := keys.Mint(ctx, id, 0)
 	if err != nil {
@@ -140,30 +117,14 @@ func TestEgressListenFlag(t *testing.T) {
 // agent, until it is revoked.
 func TestEgressGatewayToken(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	log := slog.New(slog.DiscardHandler)
-	keys, err := apikey.New(apikey.Options{Store: db, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Defaults()
-	cfg.DataDir = filepath.Join(dir, "data")
+	e := newSignerEnv(t, "")
+	keys, s, log, cfg := e.keys, e.s, e.log, e.cfg
 	cfg.GatewayProviders = []string{"openai=http://127.0.0.1:1"}
-	gw, err := newGateway(ctx, cfg, db, nil, nil, log)
+	gw, err := newGateway(ctx, cfg, e.db, nil, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer gw.Close()
-	s, err := newSigner(ctx, cfg, db, log, nil, signerHooks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	run, err := s.Register(ctx, apikey.Identity{Tenant: "agents", Agent: "a", Session: "p", Method: "static"})
 	if err != nil {
 		t.Fatal(err)
@@ -202,27 +163,8 @@ func TestEgressGatewayToken(t *testing.T) {
 // approval_timeout.
 func TestEgressAskWaitsForApproval(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	pdir := filepath.Join(dir, "policies")
-	must(t, os.MkdirAll(pdir, 0o700))
-	must(t, os.WriteFile(filepath.Join(pdir, "agents.yaml"), []byte("rules:\n  - id: AGENTS-EGRESS-ASK\n    effect: ask\n    tool: Egress\n"), 0o600))
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	log := slog.New(slog.DiscardHandler)
-	keys, err := apikey.New(apikey.Options{Store: db, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Defaults()
-	cfg.DataDir, cfg.PolicyDir = filepath.Join(dir, "data"), pdir
-	s, err := newSigner(ctx, cfg, db, log, nil, signerHooks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	e := newSignerEnv(t, "rules:\n  - id: AGENTS-EGRESS-ASK\n    effect: ask\n    tool: Egress\n")
+	keys, s, log, db := e.keys, e.s, e.log, e.db
 	id := apikey.Identity{Tenant: "agents", Agent: "a", Session: "p", Method: "static"}
 	run, err := s.Register(ctx, id)
 	if err != nil {

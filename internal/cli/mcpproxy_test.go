@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/signer"
-	"github.com/agentcustody/custody/internal/store/sqlite"
 )
 
 type bearerRT struct{ key string }
@@ -33,27 +31,8 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 // refused with signer_unavailable and nothing is forwarded.
 func TestMCPProxyGlue(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	pdir := filepath.Join(dir, "policies")
-	must(t, os.MkdirAll(pdir, 0o700))
-	must(t, os.WriteFile(filepath.Join(pdir, "agents.yaml"), []byte("rules:\n  - id: AGENTS-MCP\n    effect: allow\n    tool: \"mcp__tools__*\"\n"), 0o600))
-	db, err := sqlite.Open(ctx, filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	log := slog.New(slog.DiscardHandler)
-	keys, err := apikey.New(apikey.Options{Store: db, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Defaults()
-	cfg.DataDir, cfg.PolicyDir = filepath.Join(dir, "data"), pdir
-	s, err := newSigner(ctx, cfg, db, log, nil, signerHooks{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	e := newSignerEnv(t, "rules:\n  - id: AGENTS-MCP\n    effect: allow\n    tool: \"mcp__tools__*\"\n")
+	dir, cfg, keys, s, log := e.dir, e.cfg, e.keys, e.s, e.log
 	minted, err := keys.Mint(ctx, apikey.Identity{Tenant: "agents", Agent: "a", Session: "p", Method: "static"}, 0)
 	if err != nil {
 		t.Fatal(err)

@@ -23,18 +23,7 @@ func TestDeployPolicy(t *testing.T) {
 // else: another host, plain HTTP, another port and the metadata address
 // are denied (the last by the built-in rule too).
 func TestDeployPolicyEgress(t *testing.T) {
-	b, err := os.ReadFile("../../deploy/base/policies/agents.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Parse("agents", b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, e := deployPolicy(t)
 	for _, c := range []struct {
 		args string
 		want Effect
@@ -57,18 +46,7 @@ func TestDeployPolicyEgress(t *testing.T) {
 // server, deny a search for passwords (any case), and leave its other
 // tools to the default deny.
 func TestDeployPolicyMCP(t *testing.T) {
-	b, err := os.ReadFile("../../deploy/base/policies/agents.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := Parse("agents", b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, e := deployPolicy(t)
 	for _, c := range []struct {
 		tool, args string
 		want       Effect
@@ -82,4 +60,23 @@ func TestDeployPolicyMCP(t *testing.T) {
 			t.Errorf("%s %s = %s %v (%v), want %s", c.tool, c.args, d.Effect, d.RuleIDs, err, c.want)
 		}
 	}
+}
+
+// deployPolicy parses the example policy shipped in deploy/ and makes an
+// engine with the built-in rules.
+func deployPolicy(t *testing.T) (*Policy, *Engine) {
+	t.Helper()
+	b, err := os.ReadFile("../../deploy/base/policies/agents.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse("agents", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, e
 }

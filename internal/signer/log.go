@@ -512,34 +512,34 @@ func (s *Signer) Halted() string {
 	return s.halt
 }
 
-func (s *Signer) checkpointLoop() {
+// every runs f every d until the signer stops; one of the background
+// goroutines counted in bgWG.
+func (s *Signer) every(d time.Duration, f func()) {
 	defer s.bgWG.Done()
-	tk := time.NewTicker(s.opts.CheckpointInterval)
+	tk := time.NewTicker(d)
 	defer tk.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-tk.C:
-			if _, err := s.Checkpoint(context.Background()); err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLogRollback) && !errors.Is(err, ErrLogConflict) {
-				s.log.Warn("periodic checkpoint failed", "err", err)
-			}
+			f()
 		}
 	}
 }
 
-func (s *Signer) idleLoop() {
-	defer s.bgWG.Done()
-	tk := time.NewTicker(s.opts.IdleCheckInterval)
-	defer tk.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-tk.C:
-			if _, err := s.CloseIdle(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
-				s.log.Warn("idle close failed", "err", err)
-			}
+func (s *Signer) checkpointLoop() {
+	s.every(s.opts.CheckpointInterval, func() {
+		if _, err := s.Checkpoint(context.Background()); err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrLogRollback) && !errors.Is(err, ErrLogConflict) {
+			s.log.Warn("periodic checkpoint failed", "err", err)
 		}
-	}
+	})
+}
+
+func (s *Signer) idleLoop() {
+	s.every(s.opts.IdleCheckInterval, func() {
+		if _, err := s.CloseIdle(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
+			s.log.Warn("idle close failed", "err", err)
+		}
+	})
 }

@@ -318,17 +318,9 @@ func (s *Signer) flushLocalInbox(ctx context.Context) {
 
 // inboxLoop drains the inbox every Options.InboxInterval.
 func (s *Signer) inboxLoop() {
-	defer s.bgWG.Done()
-	tk := time.NewTicker(s.opts.InboxInterval)
-	defer tk.Stop()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-tk.C:
-			if _, err := s.DrainInbox(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
-				s.log.Warn("model-call inbox drain failed", "err", err)
-			}
+	s.every(s.opts.InboxInterval, func() {
+		if _, err := s.DrainInbox(context.Background()); err != nil && !errors.Is(err, ErrClosed) {
+			s.log.Warn("model-call inbox drain failed", "err", err)
 		}
-	}
+	})
 }
