@@ -59,21 +59,8 @@ func BenchmarkEgressPlainHTTP(b *testing.B) {
 	pu := benchProxy(b)
 	direct := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	via := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(pu)}}
-	var dl, vl []time.Duration
-	b.ResetTimer()
-	for range b.N {
-		t := time.Now()
-		get(b, direct, up.URL)
-		dl = append(dl, time.Since(t))
-		t = time.Now()
-		get(b, via, up.URL)
-		vl = append(vl, time.Since(t))
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(p50(dl).Microseconds()), "direct-p50-µs")
-	b.ReportMetric(float64(p50(vl).Microseconds()), "proxy-p50-µs")
-	b.ReportMetric(float64((p50(vl) - p50(dl)).Microseconds()), "added-p50-µs")
-	b.ReportMetric(float64(p50(vl))/float64(p50(dl)), "proxy-ratio")
+	dl, vl := interleave(b, direct, via, up.URL)
+	report(b, "proxy", dl, vl)
 }
 
 // BenchmarkEgressConnect: a new TLS connection and one GET, directly and
@@ -85,19 +72,31 @@ func BenchmarkEgressConnect(b *testing.B) {
 	tlsc := &tls.Config{InsecureSkipVerify: true} // the benchmark's own TLS server
 	direct := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsc, DisableKeepAlives: true}}
 	via := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsc, DisableKeepAlives: true, Proxy: http.ProxyURL(pu)}}
-	var dl, vl []time.Duration
+	dl, vl := interleave(b, direct, via, up.URL)
+	report(b, "tunnel", dl, vl)
+}
+
+// interleave GETs u directly and through via, alternating, b.N times
+// each, and returns the latencies of each.
+func interleave(b *testing.B, direct, via *http.Client, u string) (dl, vl []time.Duration) {
 	b.ResetTimer()
 	for range b.N {
 		t := time.Now()
-		get(b, direct, up.URL)
+		get(b, direct, u)
 		dl = append(dl, time.Since(t))
 		t = time.Now()
-		get(b, via, up.URL)
+		get(b, via, u)
 		vl = append(vl, time.Since(t))
 	}
 	b.StopTimer()
+	return dl, vl
+}
+
+// report reports the p50s of direct and proxied requests (the latter
+// named name), their difference and ratio.
+func report(b *testing.B, name string, dl, vl []time.Duration) {
 	b.ReportMetric(float64(p50(dl).Microseconds()), "direct-p50-µs")
-	b.ReportMetric(float64(p50(vl).Microseconds()), "tunnel-p50-µs")
+	b.ReportMetric(float64(p50(vl).Microseconds()), name+"-p50-µs")
 	b.ReportMetric(float64((p50(vl) - p50(dl)).Microseconds()), "added-p50-µs")
-	b.ReportMetric(float64(p50(vl))/float64(p50(dl)), "tunnel-ratio")
+	b.ReportMetric(float64(p50(vl))/float64(p50(dl)), name+"-ratio")
 }

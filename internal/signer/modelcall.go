@@ -140,33 +140,23 @@ func modelCallBody(c *ModelCall, salt []byte) (map[string]any, [][]byte, error) 
 		"started": c.Started.UTC().Format(verify.TimeLayout), "duration_ms": c.Duration,
 		"request_commitment": req, "response_commitment": res,
 	}
-	setIf := func(k string, v any, ok bool) {
-		if ok {
-			body[k] = v
-		}
-	}
-	setIf("model", c.Model, c.Model != "")
-	setIf("stream", true, c.Stream)
-	setIf("first_byte_ms", c.FirstByte, c.FirstByte > 0)
+	setIf(body, "model", c.Model, c.Model != "")
+	setIf(body, "stream", true, c.Stream)
+	setIf(body, "first_byte_ms", c.FirstByte, c.FirstByte > 0)
 	if c.InputTokens != nil {
 		body["input_tokens"] = *c.InputTokens
 	}
 	if c.OutputTokens != nil {
 		body["output_tokens"] = *c.OutputTokens
 	}
-	setIf("stop_reason", c.StopReason, c.StopReason != "")
-	setIf("tool_uses_dropped", int64(c.ToolUsesDropped), c.ToolUsesDropped > 0)
-	setIf("response_malformed", true, c.ResponseMalformed)
+	setIf(body, "stop_reason", c.StopReason, c.StopReason != "")
+	setIf(body, "tool_uses_dropped", int64(c.ToolUsesDropped), c.ToolUsesDropped > 0)
+	setIf(body, "response_malformed", true, c.ResponseMalformed)
 	uses := make([]any, len(c.ToolUses))
 	digests := make([][]byte, len(c.ToolUses))
 	for i, u := range c.ToolUses {
 		m := map[string]any{"name": u.Name}
-		setIf2 := func(k string, v any, ok bool) {
-			if ok {
-				m[k] = v
-			}
-		}
-		setIf2("id", u.ID, u.ID != "")
+		setIf(m, "id", u.ID, u.ID != "")
 		var canon []byte
 		if !u.Malformed && !u.Truncated && len(u.Args) > 0 {
 			if canon, err = verify.CanonicalizeJSON(u.Args); err != nil {
@@ -191,6 +181,13 @@ func modelCallBody(c *ModelCall, salt []byte) (map[string]any, [][]byte, error) 
 	}
 	body["tool_uses"] = uses
 	return body, digests, nil
+}
+
+// setIf sets m[k] = v when ok: the optional members of a record body.
+func setIf(m map[string]any, k string, v any, ok bool) {
+	if ok {
+		m[k] = v
+	}
 }
 
 // inboxBatch is how many inbox entries one drain records at most.
@@ -244,7 +241,6 @@ func (t *txn) recordModelCall(e InboxEntry) error {
 	} else if err := c.check(); err != nil {
 		reason = "invalid"
 	}
-	salt := newSalt()
 	var rs *runState
 	if reason == "" {
 		var ok bool
@@ -272,6 +268,7 @@ func (t *txn) recordModelCall(e InboxEntry) error {
 		_, err := t.append(s.logRun, TypeModelCallRefused, map[string]any{"reason": reason, "inbox_id": e.ID})
 		return err
 	}
+	salt := newSalt()
 	body, digests, err := modelCallBody(&c, salt)
 	if err != nil {
 		return err
