@@ -68,7 +68,12 @@ func newEgressProxy(keys *apikey.Service, gw *gateway.Gateway, current func() *s
 			if err != nil {
 				return egress.Caller{}, err
 			}
-			return egress.Caller{Identity: rec.Identity, Run: run}, nil
+			return egress.Caller{
+				Identity: rec.Identity, Run: run,
+				// Revoking the key (RevokeAgent, a holder's own revoke)
+				// cuts its tunnels too.
+				Bind: func(ctx context.Context) (context.Context, func()) { return bindKey(ctx, keys, key) },
+			}, nil
 		},
 		Decide: func(ctx context.Context, c egress.Caller, req egress.Request) (egress.Decision, error) {
 			s := current()
@@ -128,6 +133,35 @@ func newEgressProxy(keys *apikey.Service, gw *gateway.Gateway, current func() *s
 			return err
 		},
 	}
+}
+
+// keyRecheck is how often an open egress request or tunnel admitted with
+// a custody key checks that the key is not revoked (apikey.Verify: a
+// cache hit on this replica, evicted at once by a revocation).
+const keyRecheck = 2 * time.Second
+
+// bindKey ties ctx to key's life: the returned context is cancelled,
+// with cause apikey.ErrRevoked, once Verify finds key revoked. Expiry
+// alone does not cut (a tunnel opened with a live key may outlive the
+// key's TTL, bounded by the proxy's MaxTunnel), nor does a store error.
+func bindKey(ctx context.Context, keys *apikey.Service, key string) (context.Context, func()) {
+	bctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		t := time.NewTicker(keyRecheck)
+		defer t.Stop()
+		for {
+			select {
+			case <-bctx.Done():
+				return
+			case <-t.C:
+				if _, err := keys.Verify(bctx, key); errors.Is(err, apikey.ErrRevoked) {
+					cancel(apikey.ErrRevoked)
+					return
+				}
+			}
+		}
+	}()
+	return bctx, func() { cancel(nil) }
 }
 
 // proxyBasicAuth parses "Basic base64(user:password)".

@@ -3,14 +3,20 @@ package cli
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/signer"
 )
 
 // addrCatcher is a slog handler that picks the "addr" of the
@@ -98,5 +104,48 @@ func TestAttackEgressListenerStarvation(t *testing.T) {
 	line, err := bufio.NewReader(c).ReadString('\n')
 	if err != nil || !strings.Contains(line, "204") {
 		t.Fatalf("another sandbox's request: %q, %v — the egress listener is held by one caller", line, err)
+	}
+}
+
+// TestAttackEgressRevokedKeyKeepsTunnel: a tunnel admitted with a
+// gateway token is cut when the token is revoked (Caller.Bind), but one
+// admitted with a custody key had no Bind: revoking the key (the
+// sandbox is compromised: RevokeAgent) left every tunnel it opened up
+// for MaxTunnel (an hour), deciding nothing more.
+func TestAttackEgressRevokedKeyKeepsTunnel(t *testing.T) {
+	ctx := context.Background()
+	e := newSignerEnv(t, "")
+	id := apikey.Identity{Tenant: "agents", Agent: "a", Session: "p", Method: "static"}
+	minted, err := e.keys.Mint(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newEgressProxy(e.keys, nil, func() *signer.Signer { return e.s }, time.Second, e.log)
+	r := httptest.NewRequest("CONNECT", "http://example.com:443", nil)
+	r.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte("run:"+minted.Key)))
+	c, err := p.Authenticate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Bind == nil {
+		t.Fatal("a caller admitted with a custody key has no Bind: revoking the key leaves its tunnels open")
+	}
+	bctx, release := c.Bind(ctx)
+	defer release()
+	select {
+	case <-bctx.Done():
+		t.Fatal("bound context ended before the key was revoked")
+	case <-time.After(keyRecheck + 500*time.Millisecond):
+	}
+	if _, err := e.keys.RevokeAgent(ctx, "agents", "a"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-bctx.Done():
+		if !errors.Is(context.Cause(bctx), apikey.ErrRevoked) {
+			t.Errorf("cause %v, want apikey.ErrRevoked", context.Cause(bctx))
+		}
+	case <-time.After(2*keyRecheck + time.Second):
+		t.Fatal("the key was revoked but its bound context goes on")
 	}
 }

@@ -219,3 +219,37 @@ func TestAttackEgressIDNAHostMismatch(t *testing.T) {
 		t.Fatalf("a request decided for host %q reached localhost (Host %q): a deny on localhost was passed", asked[0].Host, sawHost)
 	}
 }
+
+// TestAttackEgressHostHeaderMismatch (held up: net/http sets r.Host to
+// the absolute URL's authority): a plain-HTTP request in absolute
+// form is decided (and recorded) on the URL's host, but the request
+// forwarded upstream kept the client's own Host header: a request for
+// http://allowed.example/ with "Host: internal.example" reaches
+// allowed.example's address asking for internal.example, which a shared
+// front end (a CDN, an ingress, a cloud load balancer) routes by Host to
+// a virtual host no rule allowed and the record does not name. RFC 9112
+// 3.2.2: a proxy replaces Host with the target URI's authority.
+func TestAttackEgressHostHeaderMismatch(t *testing.T) {
+	var sawHost string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sawHost = r.Host
+	}))
+	defer up.Close()
+	f := newProxy(t, loopbackAllowed)
+	conn, err := net.Dial("tcp", f.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	auth := base64.StdEncoding.EncodeToString([]byte("r1:" + goodKey))
+	fmt.Fprintf(conn, "GET %s/x HTTP/1.1\r\nHost: metadata.google.internal\r\nProxy-Authorization: Basic %s\r\nConnection: close\r\n\r\n", up.URL, auth)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	want := strings.TrimPrefix(up.URL, "http://")
+	if sawHost != want {
+		t.Fatalf("upstream saw Host %q for a request decided on %q", sawHost, want)
+	}
+}

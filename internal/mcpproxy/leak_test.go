@@ -3,6 +3,7 @@ package mcpproxy
 import (
 	"encoding/base64"
 	"encoding/hex"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -34,5 +35,25 @@ func TestSecretForms(t *testing.T) {
 	}
 	if secretForms("") != nil {
 		t.Error("forms of an empty credential")
+	}
+}
+
+// TestAttackSecretFormsURLEncoded: an upstream that echoes its request
+// as a URL (a redirect, a query string it builds from its headers)
+// percent-encodes the credential. A credential with characters URL
+// encoding changes (a Basic credential's base64 "+/=", a key with
+// "/") then passed the leak check: only the forms above were looked for.
+func TestAttackSecretFormsURLEncoded(t *testing.T) {
+	secret := "dXNlcjpwYXNz/d29yZA+=="
+	forms := secretForms(secret)
+	for _, enc := range []string{
+		url.QueryEscape(secret),
+		url.PathEscape(secret),
+		"dXNlcjpwYXNz%2fd29yZA%2b%3d%3d", // lower-case hex digits
+		url.QueryEscape("Authorization: Basic " + secret),
+	} {
+		if !containsAny([]byte(`{"text":"https://up.example/cb?h=`+enc+`&x=1"}`), forms) {
+			t.Errorf("containsAny(%q) = false: the URL-encoded credential passed", enc)
+		}
 	}
 }
