@@ -253,3 +253,62 @@ func TestAttackEgressHostHeaderMismatch(t *testing.T) {
 		t.Fatalf("upstream saw Host %q for a request decided on %q", sawHost, want)
 	}
 }
+
+// TestAttackEgressHostCaseAndDot: the host is decided as asked, but DNS
+// does not tell "Pastebin.COM" or "pastebin.com." from pastebin.com: a
+// tenant rule denying args.host == "pastebin.com" (under a rule that
+// allows the rest) was passed by either spelling, which the dialer
+// resolves to the same addresses. A name is decided (and dialled) in
+// lower case without its trailing dot.
+func TestAttackEgressHostCaseAndDot(t *testing.T) {
+	f := newProxy(t, loopbackAllowed)
+	f.deny["pastebin.com"] = true
+	for _, target := range []string{"Pastebin.COM:443", "pastebin.com.:443", "PASTEBIN.COM.:443"} {
+		conn, err := net.Dial("tcp", f.url.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		auth := base64.StdEncoding.EncodeToString([]byte("r1:" + goodKey))
+		fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic %s\r\n\r\n", target, target, auth)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+		conn.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("CONNECT %s = %d, want 403 (a deny on pastebin.com)", target, resp.StatusCode)
+		}
+	}
+	if code := getThrough(t, f, "http://PASTEBIN.com.:8080/x"); code != http.StatusForbidden {
+		t.Errorf("GET http://PASTEBIN.com.:8080/x = %d, want 403", code)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n := len(f.asked); n == 0 || f.asked[n-1].URL != "http://pastebin.com:8080/x" {
+		t.Errorf("decided %+v, want the URL http://pastebin.com:8080/x", f.asked)
+	}
+	for _, r := range f.asked {
+		if r.Host != "pastebin.com" {
+			t.Errorf("decided host %q, want pastebin.com", r.Host)
+		}
+	}
+}
+
+// getThrough sends GET target through f's proxy (absolute form) and returns the
+// status.
+func getThrough(t *testing.T, f *proxyFixture, target string) int {
+	t.Helper()
+	conn, err := net.Dial("tcp", f.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	auth := base64.StdEncoding.EncodeToString([]byte("r1:" + goodKey))
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic %s\r\nConnection: close\r\n\r\n", target, auth)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -226,7 +227,8 @@ func addrOutcome(prefix string, addr net.Addr) Outcome {
 	return Outcome(prefix)
 }
 
-// destination reads what r asks for. The host must be ASCII (a name in
+// destination reads what r asks for, the host a canonicalHost. The host
+// must be ASCII (a name in
 // its IDNA A-label form, or an IP literal): the HTTP transport would dial
 // a non-ASCII name's UTS 46 mapping, not the name the decision was about
 // ("ｌｏｃａｌｈｏｓｔ" is localhost). A plain-HTTP URL's user
@@ -240,7 +242,7 @@ func destination(r *http.Request) (Request, error) {
 		if !asciiHost(host) {
 			return Request{}, errors.New("CONNECT target: the host must be ASCII (IDNA A-labels)")
 		}
-		return Request{Method: r.Method, Host: host, Port: port}, nil
+		return Request{Method: r.Method, Host: canonicalHost(host), Port: port}, nil
 	}
 	if !r.URL.IsAbs() || r.URL.Scheme != "http" || r.URL.Host == "" {
 		return Request{}, errors.New("want CONNECT host:port or an absolute http:// URL")
@@ -253,7 +255,24 @@ func destination(r *http.Request) (Request, error) {
 		return Request{}, errors.New("URL host: must be ASCII (IDNA A-labels)")
 	}
 	r.URL.User = nil
+	if c := canonicalHost(host); c != host {
+		host = c
+		if p := r.URL.Port(); p != "" {
+			c = net.JoinHostPort(c, p)
+		}
+		r.URL.Host = c
+	}
 	return Request{Method: r.Method, Host: host, Port: port, URL: r.URL.String()}, nil
+}
+
+// canonicalHost is a host name in lower case without its trailing dot
+// (DNS tells neither apart, a rule on args.host does); an IP literal is
+// kept as written.
+func canonicalHost(host string) string {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return host
+	}
+	return strings.TrimSuffix(strings.ToLower(host), ".")
 }
 
 // asciiHost reports whether host is printable ASCII without spaces.
@@ -349,6 +368,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, don
 	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { remote = i.Conn.RemoteAddr() }}
 	out := r.Clone(httptrace.WithClientTrace(r.Context(), trace))
 	out.RequestURI = ""
+	out.Host = "" // the Host header is the URL's authority, as decided
 	for _, h := range r.Header.Values("Connection") {
 		for _, name := range strings.Split(h, ",") {
 			out.Header.Del(strings.TrimSpace(name))
