@@ -312,3 +312,36 @@ func getThrough(t *testing.T, f *proxyFixture, target string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestAttackEgressResponseConnectionHeaders: the request's Connection
+// header names hop-by-hop headers that are removed before forwarding,
+// but the response's were not: an upstream's "Connection: X-Hop"
+// reached the client with X-Hop (RFC 9110 7.6.1: a proxy removes the
+// headers Connection names, in both directions).
+func TestAttackEgressResponseConnectionHeaders(t *testing.T) {
+	// A raw upstream: net/http's server replaces a handler's Connection
+	// header when the request asks to close.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_, _ = http.ReadRequest(bufio.NewReader(c))
+		_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\nConnection: X-Hop\r\nX-Hop: upstream-only\r\nX-End: kept\r\nContent-Length: 0\r\n\r\n")
+	}()
+	f := newProxy(t, loopbackAllowed)
+	resp, err := f.client(goodKey).Get("http://" + ln.Addr().String() + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if v := resp.Header.Get("X-Hop"); v != "" || resp.Header.Get("X-End") != "kept" {
+		t.Errorf("client got X-Hop %q, X-End %q; want X-Hop removed, X-End kept", v, resp.Header.Get("X-End"))
+	}
+}

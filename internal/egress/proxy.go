@@ -363,20 +363,26 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, req Request, done
 // Proxy-Authorization: the custody key never leaves custody.
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 
+// removeHop removes the hop-by-hop headers from h: hopHeaders and
+// those its Connection header names.
+func removeHop(h http.Header) {
+	for _, v := range h.Values("Connection") {
+		for _, name := range strings.Split(v, ",") {
+			h.Del(strings.TrimSpace(name))
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}
+
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, done func(Outcome)) {
 	var remote net.Addr
 	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { remote = i.Conn.RemoteAddr() }}
 	out := r.Clone(httptrace.WithClientTrace(r.Context(), trace))
 	out.RequestURI = ""
 	out.Host = "" // the Host header is the URL's authority, as decided
-	for _, h := range r.Header.Values("Connection") {
-		for _, name := range strings.Split(h, ",") {
-			out.Header.Del(strings.TrimSpace(name))
-		}
-	}
-	for _, h := range hopHeaders {
-		out.Header.Del(h)
-	}
+	removeHop(out.Header)
 	tr := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           p.dialer().DialContext,
@@ -391,9 +397,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, don
 	}
 	done(addrOutcome("status:"+strconv.Itoa(resp.StatusCode), remote))
 	defer resp.Body.Close()
-	for _, h := range hopHeaders {
-		resp.Header.Del(h)
-	}
+	removeHop(resp.Header)
 	for k, vs := range resp.Header {
 		for _, v := range vs {
 			w.Header().Add(k, v)
