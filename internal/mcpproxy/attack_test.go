@@ -80,3 +80,25 @@ func TestCredentialEchoInBlobWithheld(t *testing.T) {
 	raw, _ := json.Marshal(r)
 	t.Logf("result: %.200s", raw)
 }
+
+// TestAttackHeldDuplicateArgs (held up): {"text":"hi","text":"secret"}
+// could be decided on one member and run on the other (the upstream,
+// Go or JavaScript, reads the last). The signer refuses arguments with
+// a duplicate member (bad_request) and nothing is forwarded; a tool
+// name differing from a denied one only in case or spacing is another
+// tool to the upstream (go-sdk: unknown tool) and never runs.
+func TestAttackHeldDuplicateArgs(t *testing.T) {
+	e := newEnv(t, nil)
+	cs, _ := e.mustConnect(e.key, "")
+	r := call(t, cs, "echo", json.RawMessage(`{"text":"hi","text":"secret"}`))
+	t.Logf("duplicate member: %s", resultText(r))
+	for _, name := range []string{"Forbidden_tool", "forbidden_tool ", " forbidden_tool"} {
+		r := call(t, cs, name, map[string]any{"text": "x"})
+		t.Logf("%q: %s", name, resultText(r))
+	}
+	for _, c := range e.up.callLog() {
+		if c == "forbidden_tool" || c == "echo" {
+			t.Errorf("the upstream ran %s: %v", c, e.up.callLog())
+		}
+	}
+}
