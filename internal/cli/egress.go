@@ -71,8 +71,19 @@ func newEgressProxy(keys *apikey.Service, gw *gateway.Gateway, current func() *s
 			return egress.Caller{
 				Identity: rec.Identity, Run: run,
 				// Revoking the key (RevokeAgent, a holder's own revoke)
-				// cuts its tunnels too.
-				Bind: func(ctx context.Context) (context.Context, func()) { return bindKey(ctx, keys, key) },
+				// or closing the run cuts its tunnels too. (A gateway
+				// token's are cut by its revocation, which closing its
+				// run includes.)
+				Bind: func(ctx context.Context) (context.Context, func()) {
+					return bindKey(ctx, keys, key, func(ctx context.Context) bool {
+						s := current()
+						if s == nil {
+							return false // a hand-over: nothing says the run closed
+						}
+						info, err := s.Status(ctx, rec.Identity, run)
+						return err == nil && info.Closed
+					})
+				},
 			}, nil
 		},
 		Decide: func(ctx context.Context, c egress.Caller, req egress.Request) (egress.Decision, error) {
@@ -140,11 +151,14 @@ func newEgressProxy(keys *apikey.Service, gw *gateway.Gateway, current func() *s
 // cache hit on this replica, evicted at once by a revocation).
 const keyRecheck = 2 * time.Second
 
-// bindKey ties ctx to key's life: the returned context is cancelled,
-// with cause apikey.ErrRevoked, once Verify finds key revoked. Expiry
-// alone does not cut (a tunnel opened with a live key may outlive the
-// key's TTL, bounded by the proxy's MaxTunnel), nor does a store error.
-func bindKey(ctx context.Context, keys *apikey.Service, key string) (context.Context, func()) {
+// bindKey ties ctx to key's life and its run's: the returned context is
+// cancelled, with cause apikey.ErrRevoked once Verify finds key revoked,
+// or signer.ErrRunClosed once runClosed reports the run closed (by the
+// agent, an operator or the idle timeout, whose default equals the
+// proxy's MaxTunnel: what the run no longer records must not go on).
+// Expiry alone does not cut (a tunnel opened with a live key may outlive
+// the key's TTL, bounded by MaxTunnel), nor does a store error.
+func bindKey(ctx context.Context, keys *apikey.Service, key string, runClosed func(context.Context) bool) (context.Context, func()) {
 	bctx, cancel := context.WithCancelCause(ctx)
 	go func() {
 		t := time.NewTicker(keyRecheck)
@@ -156,6 +170,10 @@ func bindKey(ctx context.Context, keys *apikey.Service, key string) (context.Con
 			case <-t.C:
 				if _, err := keys.Verify(bctx, key); errors.Is(err, apikey.ErrRevoked) {
 					cancel(apikey.ErrRevoked)
+					return
+				}
+				if runClosed(bctx) {
+					cancel(signer.ErrRunClosed)
 					return
 				}
 			}

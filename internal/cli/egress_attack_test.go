@@ -149,3 +149,44 @@ func TestAttackEgressRevokedKeyKeepsTunnel(t *testing.T) {
 		t.Fatal("the key was revoked but its bound context goes on")
 	}
 }
+
+// TestAttackEgressKeyTunnelOutlivesRun: a tunnel admitted with a custody
+// key went on after its run closed, unrecorded, for up to MaxTunnel.
+func TestAttackEgressKeyTunnelOutlivesRun(t *testing.T) {
+	ctx := context.Background()
+	e := newSignerEnv(t, "")
+	id := apikey.Identity{Tenant: "agents", Agent: "a", Session: "p", Method: "static"}
+	minted, err := e.keys.Mint(ctx, id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := e.s.Register(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newEgressProxy(e.keys, nil, func() *signer.Signer { return e.s }, time.Second, e.log)
+	r := httptest.NewRequest("CONNECT", "http://example.com:443", nil)
+	r.Header.Set("Proxy-Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(run.Run+":"+minted.Key)))
+	c, err := p.Authenticate(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, release := c.Bind(ctx)
+	defer release()
+	select {
+	case <-bctx.Done():
+		t.Fatal("bound context ended while the run was open")
+	case <-time.After(keyRecheck + 500*time.Millisecond):
+	}
+	if _, err := e.s.CloseRun(ctx, id, run.Run); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-bctx.Done():
+		if !errors.Is(context.Cause(bctx), signer.ErrRunClosed) {
+			t.Errorf("cause %v, want signer.ErrRunClosed", context.Cause(bctx))
+		}
+	case <-time.After(2*keyRecheck + time.Second):
+		t.Fatal("the run closed but a tunnel admitted for it goes on")
+	}
+}

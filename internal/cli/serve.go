@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/egress"
 	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/kubeauth"
 	"github.com/agentcustody/custody/internal/memory"
@@ -221,7 +223,20 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		servers = append(servers, &namedServer{name: "gateway", addr: cfg.GatewayListen, handler: gw.DataHandler()})
 	}
 	if cfg.EgressListen != "" && sg != nil { // Validate refuses it without the signer
-		servers = append(servers, &namedServer{name: "egress", addr: cfg.EgressListen, handler: newEgressProxy(keys, gw, sg.current, cfg.ProxyApprovalWait, log)})
+		refused := new(atomic.Int64)
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "custody_egress_connections_refused_total",
+			Help: "Connections to the egress listener closed at accept: their source address held --egress-max-conns-per-source already.",
+		}, func() float64 { return float64(refused.Load()) }))
+		servers = append(servers, &namedServer{
+			name: "egress", addr: cfg.EgressListen, handler: newEgressProxy(keys, gw, sg.current, cfg.ProxyApprovalWait, log),
+			// One request per connection: an idle kept-alive connection
+			// would hold a place under the caps without a request.
+			noKeepAlive: true,
+			limit: func(ln net.Listener) net.Listener {
+				return egress.LimitBySource(ln, cfg.EgressMaxConnsPerSource, refused)
+			},
+		})
 	}
 	if cfg.AdminTokenFile != "" || len(cfg.AdminServiceAccounts) > 0 {
 		var tok []byte
@@ -249,6 +264,9 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 type namedServer struct {
 	name, addr string
 	handler    http.Handler
+	// limit, if set, wraps the listener under the connection cap.
+	limit       func(net.Listener) net.Listener
+	noKeepAlive bool
 }
 
 // maxConns is the cap on open connections of a listener: 4096 for the
@@ -276,7 +294,11 @@ func runServers(ctx context.Context, servers []*namedServer, readTimeout time.Du
 		// (the gateway, say) cannot starve the admin listener of file
 		// descriptors and block revocations.
 		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: readTimeout, IdleTimeout: 120 * time.Second}
+		if s.limit != nil {
+			ln = s.limit(ln)
+		}
 		ln = netutil.LimitListener(ln, s.maxConns())
+		srv.SetKeepAlivesEnabled(!s.noKeepAlive)
 		log.Info("listening", "listener", s.name, "addr", ln.Addr().String())
 		g.Go(func() error {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/agentcustody/custody/internal/egress"
 	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/mcpproxy"
 	"github.com/agentcustody/custody/internal/signer"
@@ -163,6 +164,10 @@ type ServeConfig struct {
 	// EgressListen is the egress proxy's listener (package egress; see
 	// --egress-listen). Empty (the default) disables it.
 	EgressListen string
+	// EgressMaxConnsPerSource caps the egress listener's open connections
+	// per source address (an IPv6 source: its /64); see
+	// egress.LimitBySource. Default 128; raise it behind SNAT.
+	EgressMaxConnsPerSource int
 
 	// MCPUpstreams is the MCP proxy's upstreams file (package mcpproxy,
 	// YAML or JSON); it serves /mcp/servers/{name} on the API listener.
@@ -182,31 +187,32 @@ type ServeConfig struct {
 // Defaults returns the default configuration.
 func Defaults() ServeConfig {
 	return ServeConfig{
-		Listen:               ":8865",
-		AdminListen:          "127.0.0.1:8867",
-		MetricsListen:        ":8868",
-		GatewayListen:        ":8866",
-		AdminAudience:        "custody-admin",
-		Signer:               true,
-		SignerOrigin:         "custody.local/log",
-		SignerIdle:           time.Hour,
-		ApprovalTTL:          time.Hour,
-		WitnessQuorum:        -1,
-		DataDir:              "custody-data",
-		KubernetesAuth:       true,
-		KubernetesAudience:   "custody",
-		KubernetesKeyTTL:     15 * time.Minute,
-		KubernetesQPS:        200,
-		KubernetesBurst:      400,
-		ExchangeConcurrency:  64,
-		ExchangePodRate:      60,
-		ExchangeAddressRate:  50,
-		ExchangeQueueTimeout: 2 * time.Second,
-		KeyCacheTTL:          30 * time.Second,
-		ReadTimeout:          60 * time.Second,
-		ProxyApprovalWait:    mcpproxy.DefaultApprovalWait,
-		LogLevel:             "info",
-		LogFormat:            "text",
+		Listen:                  ":8865",
+		AdminListen:             "127.0.0.1:8867",
+		MetricsListen:           ":8868",
+		GatewayListen:           ":8866",
+		AdminAudience:           "custody-admin",
+		Signer:                  true,
+		SignerOrigin:            "custody.local/log",
+		SignerIdle:              time.Hour,
+		ApprovalTTL:             time.Hour,
+		WitnessQuorum:           -1,
+		DataDir:                 "custody-data",
+		KubernetesAuth:          true,
+		KubernetesAudience:      "custody",
+		KubernetesKeyTTL:        15 * time.Minute,
+		KubernetesQPS:           200,
+		KubernetesBurst:         400,
+		ExchangeConcurrency:     64,
+		ExchangePodRate:         60,
+		ExchangeAddressRate:     50,
+		ExchangeQueueTimeout:    2 * time.Second,
+		KeyCacheTTL:             30 * time.Second,
+		ReadTimeout:             60 * time.Second,
+		ProxyApprovalWait:       mcpproxy.DefaultApprovalWait,
+		EgressMaxConnsPerSource: egress.DefaultMaxConnsPerSource,
+		LogLevel:                "info",
+		LogFormat:               "text",
 
 		// The gateway's token and revocation checks.
 		GatewayClockLeeway:            gateway.DefaultLeeway,
@@ -219,6 +225,7 @@ func Defaults() ServeConfig {
 func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "API listener (identity exchange, memory, MCP, /healthz, /readyz); sandboxes reach it")
 	fs.StringVar(&c.EgressListen, "egress-listen", c.EgressListen, "HTTP forward proxy for the sandbox's own connections (plain HTTP and CONNECT, no interception), e.g. :8869: credentials RUN:KEY (HTTP_PROXY=http://RUN:KEY@custody:8869), each request a signer decision on tool Egress recorded in that run, internal and metadata addresses refused at dial time; needs --signer; empty disables it")
+	fs.IntVar(&c.EgressMaxConnsPerSource, "egress-max-conns-per-source", c.EgressMaxConnsPerSource, "open connections to --egress-listen per source address (an IPv6 source: its /64); more are closed at accept, so one sandbox's unauthenticated or idle connections cannot fill the listener; raise it where sandboxes share an address (SNAT)")
 	fs.StringVar(&c.MCPUpstreams, "mcp-upstreams", c.MCPUpstreams, "MCP proxy upstreams file (YAML or JSON: name, url, tenants, credential file, tool globs), served at /mcp/servers/{name} on --listen: each tools/call a signer decision on tool mcp__{name}__{tool} before it is forwarded; needs --signer; empty disables it")
 	fs.DurationVar(&c.ProxyApprovalWait, "proxy-approval-wait", c.ProxyApprovalWait, "how long a call decided ask through the MCP or egress proxy waits for an operator's approval (the approval flow) before it is refused (1s to 1h)")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "operator listener (key revocation, gateway tokens, signer approvals/bundles/trust); started only with --admin-token-file or --admin-service-accounts; never expose to sandboxes")
@@ -305,6 +312,9 @@ func (c *ServeConfig) Validate() error {
 	}
 	if !c.KubernetesAuth && c.StaticTokensFile == "" {
 		errs = append(errs, errors.New("no auth method: enable --kubernetes-auth or set --static-tokens-file"))
+	}
+	if c.EgressMaxConnsPerSource < 1 {
+		errs = append(errs, errors.New("--egress-max-conns-per-source must be positive"))
 	}
 	if c.EgressListen != "" && !c.Signer {
 		errs = append(errs, errors.New("--egress-listen needs the signer (--signer): every egress request is a signer decision"))

@@ -1,0 +1,92 @@
+package egress
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+)
+
+// DefaultMaxConnsPerSource is [LimitBySource]'s usual cap: twice a
+// caller's MaxPerCaller, so one sandbox (one pod address) can use all of
+// its requests while connections it leaves unauthenticated or idle cannot
+// fill the listener for the others.
+const DefaultMaxConnsPerSource = 128
+
+// LimitBySource returns a listener that holds at most n open connections
+// per source address (an IPv6 source: its /64) and closes, right after
+// accepting it, each connection over that cap. Proxy.MaxPerCaller counts
+// requests in progress per caller once authenticated; this bounds what
+// comes before (connections that never authenticate, or sit idle) per
+// pod. Behind SNAT, where many sandboxes share one source address, raise
+// n accordingly. refused, if not nil, is incremented per connection
+// closed. n must be positive.
+func LimitBySource(ln net.Listener, n int, refused *atomic.Int64) net.Listener {
+	return &sourceLimited{Listener: ln, max: n, open: map[netip.Prefix]int{}, refused: refused}
+}
+
+type sourceLimited struct {
+	net.Listener
+	max     int
+	refused *atomic.Int64
+
+	mu   sync.Mutex
+	open map[netip.Prefix]int
+}
+
+func (l *sourceLimited) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		src := sourcePrefix(c.RemoteAddr())
+		l.mu.Lock()
+		if l.open[src] >= l.max {
+			l.mu.Unlock()
+			c.Close()
+			if l.refused != nil {
+				l.refused.Add(1)
+			}
+			continue
+		}
+		l.open[src]++
+		l.mu.Unlock()
+		return &sourceConn{Conn: c, release: func() { l.release(src) }}, nil
+	}
+}
+
+func (l *sourceLimited) release(src netip.Prefix) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open[src]--; l.open[src] <= 0 {
+		delete(l.open, src)
+	}
+}
+
+// sourcePrefix is the address a connection is counted under: an IPv4
+// source (or IPv4-mapped IPv6) itself, an IPv6 source its /64.
+func sourcePrefix(a net.Addr) netip.Prefix {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Prefix{}
+	}
+	ip := ap.Addr().Unmap()
+	if ip.Is4() {
+		return netip.PrefixFrom(ip, 32)
+	}
+	p, _ := ip.Prefix(64)
+	return p
+}
+
+type sourceConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *sourceConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
