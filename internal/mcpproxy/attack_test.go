@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/agentcustody/custody/internal/mcpproxy"
+	"github.com/agentcustody/custody/verify"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -100,5 +101,31 @@ func TestAttackHeldDuplicateArgs(t *testing.T) {
 		if c == "forbidden_tool" || c == "echo" {
 			t.Errorf("the upstream ran %s: %v", c, e.up.callLog())
 		}
+	}
+}
+
+// TestAttackUnlistedToolName: a name the upstream never listed ("ECHO",
+// where only "echo" is listed) is decided and recorded but never
+// forwarded, so an upstream that matched names loosely cannot run a tool
+// under a name the globs and the policy did not see.
+func TestAttackUnlistedToolName(t *testing.T) {
+	e := newEnv(t, nil)
+	cs, run := e.mustConnect(e.key, "")
+	r := call(t, cs, "ECHO", map[string]any{"text": "x"})
+	if m := refusalBody(t, r); m["error"] != "tool_not_listed" {
+		t.Fatalf("call of an unlisted name = %v, want tool_not_listed", m)
+	}
+	for _, c := range e.up.callLog() {
+		if c == "ECHO" {
+			t.Errorf("the upstream was asked for ECHO: %v", e.up.callLog())
+		}
+	}
+	recs := e.records(run)
+	if done := byCall(recs, lastDecided(recs, "mcp__up__ECHO"))[verify.TypeCallCompleted]; done == nil || done.Body["outcome"] != "error" {
+		t.Errorf("completion of the unlisted call = %v, want outcome error", done)
+	}
+	// The listed name still works.
+	if r := call(t, cs, "echo", map[string]any{"text": "x"}); r.IsError {
+		t.Errorf("echo = %q", resultText(r))
 	}
 }

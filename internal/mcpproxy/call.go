@@ -151,6 +151,15 @@ func (s *session) forward(ctx context.Context, log logger, tool string, args jso
 		log.WarnContext(ctx, "mcp upstream unreachable", "err", err)
 		return refusal("upstream_unavailable", fmt.Sprintf("MCP server %s is unavailable; the call was not completed", up.Name), nil), OutcomeError
 	}
+	// Only a name the upstream lists is forwarded (see session.lists).
+	switch listed, err := s.lists(ctx, tool); {
+	case err != nil:
+		log.WarnContext(ctx, "mcp upstream tools/list failed", "err", err)
+		return refusal("upstream_unavailable", fmt.Sprintf("MCP server %s is unavailable; the call was not completed", up.Name), nil), OutcomeError
+	case !listed:
+		log.InfoContext(ctx, "mcp call for a tool the upstream does not list: not forwarded")
+		return refusal("tool_not_listed", fmt.Sprintf("tool %q is not in MCP server %s's tools/list; the call was not forwarded", tool, up.Name), nil), OutcomeError
+	}
 	var trip atomic.Bool
 	cctx, cancel := context.WithTimeout(context.WithValue(ctx, tripKey{}, &trip), p.opts.CallTimeout)
 	defer cancel()

@@ -82,7 +82,10 @@
 //     outcome "ok", or "error" when the upstream answered isError,
 //     failed, timed out, was unreachable, answered a JSON-RPC error or a
 //     malformed result, or a result over MaxResultBytes (the sandbox then
-//     gets an error result instead).
+//     gets an error result instead). Only a name the upstream's own
+//     tools/list carries exactly is sent (listed once per session, again
+//     when a name is missing); any other spelling gets error result
+//     tool_not_listed, outcome "error", and never reaches the upstream.
 //
 // A tool the filter does not offer is refused before any decision
 // (error result tool_not_offered, not recorded). A signer failure

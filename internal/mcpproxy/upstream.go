@@ -133,3 +133,50 @@ func (s *session) drop(cs *mcp.ClientSession) {
 		_ = cs.Close()
 	}
 }
+
+// maxListPages bounds how many tools/list pages [session.lists] reads.
+const maxListPages = 32
+
+// lists reports whether the upstream's own tools/list names tool exactly.
+// A call is forwarded only for a listed name: an upstream that matched
+// names loosely (case, spacing) would otherwise run a tool under a name
+// the config's globs and the policy never saw. The names are fetched
+// once per session and again when a name is missing (the upstream's
+// tools may have changed).
+func (s *session) lists(ctx context.Context, tool string) (bool, error) {
+	s.mu.Lock()
+	_, ok := s.listed[tool]
+	s.mu.Unlock()
+	if ok {
+		return true, nil
+	}
+	cs, err := s.upstream(ctx)
+	if err != nil {
+		return false, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.srv.p.opts.CallTimeout)
+	defer cancel()
+	names := map[string]struct{}{}
+	params := &mcp.ListToolsParams{}
+	for range maxListPages {
+		res, err := cs.ListTools(cctx, params)
+		if err != nil {
+			s.drop(cs)
+			return false, err
+		}
+		for _, t := range res.Tools {
+			if t != nil {
+				names[t.Name] = struct{}{}
+			}
+		}
+		if res.NextCursor == "" {
+			break
+		}
+		params.Cursor = res.NextCursor
+	}
+	s.mu.Lock()
+	s.listed = names
+	s.mu.Unlock()
+	_, ok = names[tool]
+	return ok, nil
+}
