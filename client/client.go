@@ -10,6 +10,8 @@
 //	CUSTODY_URL         custody's API, e.g. http://custody.custody-system.svc:8865
 //	CUSTODY_TOKEN_FILE  the projected token, e.g. /var/run/secrets/custody/token
 //	CUSTODY_AUTH        "kubernetes" (default) or "static"
+//	CUSTODY_CA_FILE     PEM CA bundle trusted for an https CUSTODY_URL instead
+//	                    of the system roots, e.g. /var/run/secrets/custody/ca.crt
 //
 // The token file is read again at every exchange, because the kubelet
 // rotates projected tokens. The key is kept in memory only.
@@ -28,6 +30,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/agentcustody/custody/internal/tlsfile"
 )
 
 // Config configures a [Client].
@@ -38,7 +42,12 @@ type Config struct {
 	TokenFile string
 	// Method is the auth method: "kubernetes" (default) or "static".
 	Method string
-	// HTTPClient defaults to a client with a 30 s timeout.
+	// CAFile is a PEM bundle of CA certificates trusted for an https URL
+	// instead of the system roots (TLS 1.2 or later, the name checked).
+	// Ignored when HTTPClient is set. Empty: the system roots.
+	CAFile string
+	// HTTPClient defaults to a client with a 30 s timeout that trusts
+	// CAFile.
 	HTTPClient *http.Client
 	// RefreshBefore re-exchanges this long before the key's expiry.
 	// Default 1 minute.
@@ -52,8 +61,8 @@ type Config struct {
 	StandbyWait time.Duration
 }
 
-// FromEnv builds a Config from CUSTODY_URL, CUSTODY_TOKEN_FILE and
-// CUSTODY_AUTH read with lookup (os.LookupEnv if nil).
+// FromEnv builds a Config from CUSTODY_URL, CUSTODY_TOKEN_FILE,
+// CUSTODY_AUTH and CUSTODY_CA_FILE read with lookup (os.LookupEnv if nil).
 func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	if lookup == nil {
 		lookup = os.LookupEnv
@@ -62,6 +71,7 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	c.URL, _ = lookup("CUSTODY_URL")
 	c.TokenFile, _ = lookup("CUSTODY_TOKEN_FILE")
 	c.Method, _ = lookup("CUSTODY_AUTH")
+	c.CAFile, _ = lookup("CUSTODY_CA_FILE")
 	if c.URL == "" || c.TokenFile == "" {
 		return c, errors.New("client: CUSTODY_URL and CUSTODY_TOKEN_FILE must be set")
 	}
@@ -106,6 +116,8 @@ func (e *Error) Error() string {
 }
 
 // New validates cfg and returns a Client. It does not exchange yet.
+// Errors: a missing URL or token file, an unknown method, or a CAFile
+// that cannot be read or holds no certificate.
 func New(cfg Config) (*Client, error) {
 	if cfg.URL == "" || cfg.TokenFile == "" {
 		return nil, errors.New("client: URL and TokenFile are required")
@@ -119,7 +131,13 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("client: unknown auth method %q", cfg.Method)
 	}
 	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+		tc, err := tlsfile.ClientConfig(cfg.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("client: CUSTODY_CA_FILE: %w", err)
+		}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tc
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second, Transport: t}
 	}
 	if cfg.RefreshBefore <= 0 {
 		cfg.RefreshBefore = time.Minute

@@ -102,7 +102,7 @@ func TestServeStaticAndAgentCommands(t *testing.T) {
 	go func() {
 		code, _, stderr := runCLI(t, ctx, envMap(nil), "", "serve", "--kubernetes-auth=false",
 			"--static-tokens-file="+filepath.Join(dir, "tokens.yaml"), "--listen="+addr, "--metrics-listen="+metrics, "--gateway-listen="+gw,
-			"--data-dir="+filepath.Join(dir, "data"), "--log-level=error", "--read-timeout=2s")
+			"--data-dir="+filepath.Join(dir, "data"), "--log-level=error", "--read-timeout=2s", "--plaintext=all")
 		if code != 0 {
 			t.Errorf("serve exit %d: %s", code, stderr)
 		}

@@ -57,7 +57,7 @@ func (p *pgReplicas) startWith(name, keysDir, db string, extra ...string) (r rep
 			"--static-tokens-file=" + filepath.Join(p.dir, "tokens.yaml"), "--listen=" + r.api, "--admin-listen=" + r.admin,
 			"--admin-token-file=" + filepath.Join(p.dir, "admin"), "--gateway-listen=", "--metrics-listen=" + r.metrics,
 			"--signer-key-file=" + filepath.Join(keysDir, signerKeyFile),
-			"--data-dir=" + filepath.Join(p.dir, name), "--log-level=error"}, extra...)
+			"--data-dir=" + filepath.Join(p.dir, name), "--log-level=error", "--plaintext=all"}, extra...)
 		code, _, stderr := runCLI(t, ctx, envMap(map[string]string{"CUSTODY_DATABASE_URL": db}), "", args...)
 		if code != 0 && ctx.Err() == nil {
 			t.Errorf("serve %s exit %d: %s", name, code, stderr)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -43,12 +44,17 @@ Listeners:
                     POST /v1/auth/revoke, /v1/memory/..., /mcp, /v1/signer/...,
                     /mcp/servers/{name} (with --mcp-upstreams), /healthz, /readyz
   --gateway-listen  model gateway for sandboxes: /{provider}/... (empty disables it)
+  --egress-listen   HTTP forward proxy for the sandbox's own connections (empty disables it)
   --admin-listen    operators only, never reachable from sandboxes; started only with
-                    --admin-token-file or --admin-service-accounts:
+                    --admin-token-file, --admin-service-accounts or --admin-client-ca-file:
                     POST /v1/admin/keys/{key_id}/revoke, POST /v1/admin/agents/{tenant}/{agent}/revoke,
                     POST /v1/gateway/tokens, POST /v1/gateway/tokens/{jti}/revoke,
                     /v1/signer/... (approvals, bundles, trust)
   --metrics-listen  Prometheus /metrics, /healthz, /readyz naming why a check failed
+
+Every listener serves TLS (1.2 or later) with --tls-cert-file and --tls-key-file,
+re-read while running, unless named in --plaintext; with neither, serve refuses
+to start.
 
 Every flag can also be set as CUSTODY_<FLAG>, e.g. CUSTODY_DATA_DIR.`,
 		Args: cobra.NoArgs,
@@ -238,7 +244,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 			},
 		})
 	}
-	if cfg.AdminTokenFile != "" || len(cfg.AdminServiceAccounts) > 0 {
+	if cfg.adminEnabled() {
 		var tok []byte
 		if cfg.AdminTokenFile != "" {
 			if tok, err = readAdminToken(cfg.AdminTokenFile); err != nil {
@@ -254,8 +260,11 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		if sg != nil {
 			admin.Handle("/v1/signer/", instrument("admin_signer", sg.Admin()))
 		}
-		auth := &adminAuth{token: tok, accounts: cfg.AdminServiceAccounts, audience: cfg.AdminAudience, reviewer: ex, log: log}
+		auth := &adminAuth{token: tok, accounts: cfg.AdminServiceAccounts, audience: cfg.AdminAudience, reviewer: ex, clientCerts: cfg.AdminClientCAFile != "", log: log}
 		servers = append(servers, &namedServer{name: "admin", addr: cfg.AdminListen, handler: auth.wrap(admin)})
+	}
+	if err := serveTLS(ctx, cfg, servers, reg, log); err != nil {
+		return err
 	}
 	go keys.PruneExpired(ctx, 10*time.Minute, time.Hour)
 	return runServers(ctx, servers, cfg.ReadTimeout, log)
@@ -264,6 +273,7 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 type namedServer struct {
 	name, addr string
 	handler    http.Handler
+	tls        *tls.Config // nil: plain HTTP
 	// limit, if set, wraps the listener under the connection cap.
 	limit       func(net.Listener) net.Listener
 	noKeepAlive bool
@@ -293,15 +303,26 @@ func runServers(ctx context.Context, servers []*namedServer, readTimeout time.Du
 		// Each listener has its own connection cap, so a flood on one
 		// (the gateway, say) cannot starve the admin listener of file
 		// descriptors and block revocations.
-		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: readTimeout, IdleTimeout: 120 * time.Second}
+		// net/http's own errors (TLS handshakes refused, recovered
+		// panics) go to custody's log, not to stderr unformatted.
+		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: readTimeout, IdleTimeout: 120 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.With("listener", s.name).Handler(), slog.LevelWarn)}
 		if s.limit != nil {
 			ln = s.limit(ln)
 		}
 		ln = netutil.LimitListener(ln, s.maxConns())
 		srv.SetKeepAlivesEnabled(!s.noKeepAlive)
-		log.Info("listening", "listener", s.name, "addr", ln.Addr().String())
+		serve := srv.Serve
+		if s.tls != nil {
+			// HTTP/1.1 only (see tlsfile.Reloader.ServerConfig): a
+			// non-nil empty TLSNextProto keeps net/http from adding h2.
+			srv.TLSConfig = s.tls
+			srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+			serve = func(ln net.Listener) error { return srv.ServeTLS(ln, "", "") }
+		}
+		log.Info("listening", "listener", s.name, "addr", ln.Addr().String(), "tls", s.tls != nil)
 		g.Go(func() error {
-			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			if err := serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return fmt.Errorf("%s listener: %w", s.name, err)
 			}
 			return nil

@@ -173,6 +173,27 @@ type ServeConfig struct {
 	// YAML or JSON); it serves /mcp/servers/{name} on the API listener.
 	// Empty (the default) disables the proxy. Needs the signer.
 	MCPUpstreams string
+
+	// TLSCertFile and TLSKeyFile are the PEM serving certificate (leaf
+	// first, then intermediates) and its private key, served on every
+	// listener not named in Plaintext and read again every
+	// TLSReloadInterval (package tlsfile: a rotated Secret is picked up
+	// without a restart). Both or neither.
+	TLSCertFile, TLSKeyFile string
+	// TLSReloadInterval is how often the certificate files are re-read.
+	// Default 10s; between 1s and 1h.
+	TLSReloadInterval time.Duration
+	// Plaintext names the listeners served as plain HTTP, from api,
+	// gateway, admin, metrics and egress, or "all". Every other enabled
+	// listener needs TLSCertFile: custody serves cleartext only where an
+	// operator asked for it.
+	Plaintext []string
+	// AdminClientCAFile is a PEM bundle of CA certificates: a client
+	// certificate it verifies is an admin credential on the admin
+	// listener (mutual TLS), besides the bearer token and service
+	// accounts. With neither of those configured, the admin handshake
+	// requires one. Use a CA that issues only operator certificates.
+	AdminClientCAFile string
 	// ProxyApprovalWait bounds how long a call decided ask through the MCP
 	// or egress proxy waits for an operator before it is refused. Default
 	// 60s; 1s to 1h.
@@ -211,6 +232,7 @@ func Defaults() ServeConfig {
 		ReadTimeout:             60 * time.Second,
 		ProxyApprovalWait:       mcpproxy.DefaultApprovalWait,
 		EgressMaxConnsPerSource: egress.DefaultMaxConnsPerSource,
+		TLSReloadInterval:       10 * time.Second,
 		LogLevel:                "info",
 		LogFormat:               "text",
 
@@ -228,7 +250,12 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&c.EgressMaxConnsPerSource, "egress-max-conns-per-source", c.EgressMaxConnsPerSource, "open connections to --egress-listen per source address (an IPv6 source: its /64); more are closed at accept, so one sandbox's unauthenticated or idle connections cannot fill the listener; raise it where sandboxes share an address (SNAT)")
 	fs.StringVar(&c.MCPUpstreams, "mcp-upstreams", c.MCPUpstreams, "MCP proxy upstreams file (YAML or JSON: name, url, tenants, credential file, tool globs), served at /mcp/servers/{name} on --listen: each tools/call a signer decision on tool mcp__{name}__{tool} before it is forwarded; needs --signer; empty disables it")
 	fs.DurationVar(&c.ProxyApprovalWait, "proxy-approval-wait", c.ProxyApprovalWait, "how long a call decided ask through the MCP or egress proxy waits for an operator's approval (the approval flow) before it is refused (1s to 1h)")
-	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "operator listener (key revocation, gateway tokens, signer approvals/bundles/trust); started only with --admin-token-file or --admin-service-accounts; never expose to sandboxes")
+	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "operator listener (key revocation, gateway tokens, signer approvals/bundles/trust); started only with --admin-token-file, --admin-service-accounts or --admin-client-ca-file; never expose to sandboxes")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "PEM serving certificate (leaf first, then intermediates) for every listener not in --plaintext; re-read every --tls-reload-interval, so a rotated Secret needs no restart")
+	fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "PEM private key of --tls-cert-file")
+	fs.DurationVar(&c.TLSReloadInterval, "tls-reload-interval", c.TLSReloadInterval, "how often the certificate, key and client CA files are re-read (1s to 1h); a pair that does not load is logged and the previous one kept")
+	fs.StringSliceVar(&c.Plaintext, "plaintext", c.Plaintext, "listeners served as plain HTTP (api, gateway, admin, metrics, egress, or all): only where a mesh or the loopback interface protects the traffic; every other listener needs --tls-cert-file")
+	fs.StringVar(&c.AdminClientCAFile, "admin-client-ca-file", c.AdminClientCAFile, "PEM CA bundle: client certificates it verifies are admin credentials (mutual TLS) on --admin-listen; alone, the admin listener requires one")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", c.AdminTokenFile, "file holding the admin bearer token; empty disables the admin listener")
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "model gateway data port (/{provider}/...); sandboxes reach it; empty disables the gateway")
 	fs.StringVar(&c.GatewayKeysDir, "gateway-keys-dir", c.GatewayKeysDir, "directory with one file per provider (anthropic, openai, gemini, ...) holding its real API key; re-read on change")
@@ -316,6 +343,7 @@ func (c *ServeConfig) Validate() error {
 	if c.EgressMaxConnsPerSource < 1 {
 		errs = append(errs, errors.New("--egress-max-conns-per-source must be positive"))
 	}
+	errs = append(errs, c.validateTLS()...)
 	if c.EgressListen != "" && !c.Signer {
 		errs = append(errs, errors.New("--egress-listen needs the signer (--signer): every egress request is a signer decision"))
 	}
