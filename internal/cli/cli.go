@@ -68,8 +68,8 @@ func runWithIO(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		newStateCmd(env),
 		newExecCmd(env),
 		newVerifyCmd(),
-		newExportCmd(),
-		newTrustCmd(),
+		newExportCmd(env),
+		newTrustCmd(env),
 		newWitnessCmd(env),
 		newKeysCmd(),
 	)

@@ -24,19 +24,18 @@ import (
 
 // execConfig holds the flags of `custody exec`.
 type execConfig struct {
-	sandboxd       string
-	admin          string
-	adminTokenFile string
-	providers      []string
-	gatewayURL     string
-	ttl            time.Duration
-	runID          string
-	tenant, agent  string
-	egressProxy    string
-	cwd            string
-	killGrace      time.Duration
-	revokeTimeout  time.Duration
-	logLevel       string
+	sandboxd      string
+	admin         adminConn
+	providers     []string
+	gatewayURL    string
+	ttl           time.Duration
+	runID         string
+	tenant, agent string
+	egressProxy   string
+	cwd           string
+	killGrace     time.Duration
+	revokeTimeout time.Duration
+	logLevel      string
 }
 
 func newExecCmd(env Env) *cobra.Command {
@@ -47,7 +46,8 @@ func newExecCmd(env Env) *cobra.Command {
 		Long: `Run COMMAND through sandboxd's ProcessService with a per-run gateway token.
 
 1. Mint a gateway token at --admin (POST /v1/gateway/tokens), authenticated with the
-   admin token from --admin-token-file or $CUSTODY_ADMIN_TOKEN.
+   admin token from --admin-token-file or $CUSTODY_ADMIN_TOKEN, or a client
+   certificate (--client-cert-file); an https --admin is trusted with --ca-file.
 2. Start COMMAND through sandboxd at --sandboxd with the token and the gateway's
    base URL only in the process's environment, for each --provider:
      anthropic  ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL=<gateway-url>/anthropic
@@ -82,8 +82,7 @@ killed by a signal or if sandboxd or the admin API failed; 2 for invalid usage.`
 	// Everything after COMMAND belongs to COMMAND, even what looks like a flag.
 	fs.SetInterspersed(false)
 	fs.StringVar(&c.sandboxd, "sandboxd", "127.0.0.1:9090", "sandboxd gRPC address (host:port), plaintext")
-	fs.StringVar(&c.admin, "admin", "", "base URL of the gateway's admin listener (required), e.g. http://127.0.0.1:8867")
-	fs.StringVar(&c.adminTokenFile, "admin-token-file", "", "file holding the admin bearer token (default: $CUSTODY_ADMIN_TOKEN)")
+	c.admin.register(fs, "", "file holding the admin bearer token (default: $CUSTODY_ADMIN_TOKEN; not needed with --client-cert-file)")
 	fs.StringSliceVar(&c.providers, "provider", []string{"anthropic"}, "provider(s) the token is valid for: "+strings.Join(runlease.ProviderNames(), ", ")+" (repeatable)")
 	fs.StringVar(&c.gatewayURL, "gateway-url", "http://127.0.0.1:8866", "the gateway's data listener as the sandbox reaches it")
 	fs.DurationVar(&c.ttl, "ttl", 30*time.Minute, "token lifetime, whole seconds; bounds the token should revocation fail")
@@ -100,7 +99,7 @@ killed by a signal or if sandboxd or the admin API failed; 2 for invalid usage.`
 
 func (c execConfig) validate() error {
 	switch {
-	case c.admin == "":
+	case c.admin.url == "":
 		return errors.New("exec: --admin is required")
 	case c.sandboxd == "":
 		return errors.New("exec: --sandboxd is required")
@@ -130,34 +129,22 @@ func (c execConfig) validate() error {
 	return nil
 }
 
-// adminToken reads the admin token from --admin-token-file or
-// $CUSTODY_ADMIN_TOKEN.
-func (c execConfig) adminToken(env Env) (string, error) {
-	if c.adminTokenFile != "" {
-		b, err := os.ReadFile(c.adminTokenFile)
-		if err != nil {
-			return "", fmt.Errorf("exec: --admin-token-file: %w", err)
-		}
-		if t := strings.TrimSpace(string(b)); t != "" {
-			return t, nil
-		}
-		return "", fmt.Errorf("exec: --admin-token-file %s is empty", c.adminTokenFile)
-	}
-	if t, ok := env("CUSTODY_ADMIN_TOKEN"); ok && strings.TrimSpace(t) != "" {
-		return strings.TrimSpace(t), nil
-	}
-	return "", errors.New("exec: no admin token: set --admin-token-file or $CUSTODY_ADMIN_TOKEN")
-}
-
 func runExec(ctx context.Context, c execConfig, command []string, stdout, stderr io.Writer, env Env) error {
 	if err := c.validate(); err != nil {
 		return usageError{err}
 	}
-	adminTok, err := c.adminToken(env)
-	if err != nil {
-		return usageError{err}
+	if err := c.admin.resolve(env); err != nil {
+		return usageError{fmt.Errorf("exec: %w", err)}
 	}
-	admin, err := runlease.NewAdminClient(runlease.AdminOptions{URL: c.admin, Token: adminTok})
+	adminTok, err := c.admin.token(env, true)
+	if err != nil {
+		return usageError{fmt.Errorf("exec: %w", err)}
+	}
+	hc, err := c.admin.httpClient(30 * time.Second)
+	if err != nil {
+		return usageError{fmt.Errorf("exec: %w", err)}
+	}
+	admin, err := runlease.NewAdminClient(runlease.AdminOptions{URL: c.admin.url, Token: adminTok, HTTPClient: hc})
 	if err != nil {
 		return usageError{fmt.Errorf("exec: --admin: %w", err)}
 	}

@@ -14,7 +14,7 @@ import (
 // flag (also CUSTODY_GATEWAY_CLOCK_LEEWAY) whose zero means no leeway,
 // not the default.
 func TestGatewayClockLeewayFlag(t *testing.T) {
-	base := []string{"--data-dir=/tmp/x", "--kubernetes-auth=false", "--static-tokens-file=/tmp/t.yaml"}
+	base := []string{"--plaintext=all", "--data-dir=/tmp/x", "--kubernetes-auth=false", "--static-tokens-file=/tmp/t.yaml"}
 	for _, tc := range []struct {
 		arg  string
 		ok   bool

@@ -209,6 +209,19 @@ func TestServeTLSAdminRequiresClientCertificate(t *testing.T) {
 	if got, err := status(t, s.client(t, s.operatorCert(t, s.clientCA)), http.MethodGet, trust, ""); err != nil || got != http.StatusOK {
 		t.Errorf("admin with an operator certificate: %d %v", got, err)
 	}
+	// The operator commands: custody trust with a client certificate
+	// and the CA from $CUSTODY_CA_FILE, no bearer token.
+	op, err := s.clientCA.WriteFiles(t.TempDir(), "operator", tlsfiletest.Leaf{Names: []string{"operator"}, Client: true})
+	must(t, err)
+	env := envMap(map[string]string{"CUSTODY_CA_FILE": s.files.CA})
+	code, out, stderr := runCLI(t, t.Context(), env, "", "trust", "--admin=https://localhost:"+port(s.admin),
+		"--client-cert-file="+op.Cert, "--client-key-file="+op.Key, "-o", "-")
+	if code != 0 || !strings.Contains(out, `"origin"`) {
+		t.Errorf("custody trust with a client certificate = %d %q %q", code, out, stderr)
+	}
+	if code, _, stderr := runCLI(t, t.Context(), env, "", "trust", "--admin=https://localhost:"+port(s.admin), "-o", "-"); code != 2 || !strings.Contains(stderr, "no admin credential") {
+		t.Errorf("custody trust without a credential = %d %q, want exit 2 naming the missing credential", code, stderr)
+	}
 }
 
 // TestServeTLSRotationUnderLoad rotates the serving certificate three

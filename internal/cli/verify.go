@@ -69,25 +69,31 @@ Exit codes: 0 verified, 1 refused, 2 usage, 3 invalid trust file, 4 unreadable b
 	return cmd
 }
 
-// adminGet fetches path from custody's admin listener with the admin token.
-func adminGet(ctx context.Context, admin, tokenFile, path string) ([]byte, error) {
-	if tokenFile == "" {
-		return nil, usageError{fmt.Errorf("--admin-token-file is required (the admin listener's bearer token)")}
+// adminGet fetches path from custody's admin listener as a.
+func adminGet(ctx context.Context, a *adminConn, env Env, path string) ([]byte, error) {
+	if err := a.resolve(env); err != nil {
+		return nil, usageError{err}
 	}
-	tok, err := readAdminToken(tokenFile)
+	tok, err := a.token(env, false)
 	if err != nil {
 		return nil, usageError{err}
 	}
-	u, err := url.Parse(strings.TrimRight(admin, "/") + path)
+	u, err := url.Parse(strings.TrimRight(a.url, "/") + path)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-		return nil, usageError{fmt.Errorf("--admin %q: want an http(s) URL", admin)}
+		return nil, usageError{fmt.Errorf("--admin %q: want an http(s) URL", a.url)}
+	}
+	hc, err := a.httpClient(2 * time.Minute)
+	if err != nil {
+		return nil, usageError{err}
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+string(tok))
-	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", path, err)
 	}
@@ -112,8 +118,9 @@ func writeOut(w io.Writer, path string, b []byte) error {
 }
 
 // newExportCmd is `custody export --run ID -o run.bundle`.
-func newExportCmd() *cobra.Command {
-	var admin, tokenFile, run, out string
+func newExportCmd(env Env) *cobra.Command {
+	var admin adminConn
+	var run, out string
 	cmd := &cobra.Command{
 		Use:   "export --run ID -o run.bundle",
 		Short: "Export a run from the signer as a bundle for offline verification",
@@ -122,30 +129,30 @@ func newExportCmd() *cobra.Command {
 			if run == "" {
 				return usageError{fmt.Errorf("--run is required")}
 			}
-			b, err := adminGet(cmd.Context(), admin, tokenFile, "/v1/signer/runs/"+url.PathEscape(run)+"/bundle")
+			b, err := adminGet(cmd.Context(), &admin, env, "/v1/signer/runs/"+url.PathEscape(run)+"/bundle")
 			if err != nil {
 				return err
 			}
 			return writeOut(cmd.OutOrStdout(), out, b)
 		},
 	}
-	cmd.Flags().StringVar(&admin, "admin", "http://127.0.0.1:8867", "custody's admin listener")
-	cmd.Flags().StringVar(&tokenFile, "admin-token-file", "", "file holding the admin bearer token (required)")
+	admin.register(cmd.Flags(), "http://127.0.0.1:8867", "file holding the admin bearer token (or use --client-cert-file)")
 	cmd.Flags().StringVar(&run, "run", "", "run id (required)")
 	cmd.Flags().StringVarP(&out, "output", "o", "run.bundle", "output file, - for stdout")
 	return cmd
 }
 
 // newTrustCmd is `custody trust -o trust.json`.
-func newTrustCmd() *cobra.Command {
-	var admin, tokenFile, out string
+func newTrustCmd(env Env) *cobra.Command {
+	var admin adminConn
+	var out string
 	cmd := &cobra.Command{
 		Use:   "trust -o trust.json",
 		Short: "Write the signer's trust.json: log keys and origin, witness keys, required cosignatures",
 		Long:  "Fetch trust.json from the signer. Pin it before agents run: it is what an auditor checks bundles against.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			b, err := adminGet(cmd.Context(), admin, tokenFile, "/v1/signer/trust")
+			b, err := adminGet(cmd.Context(), &admin, env, "/v1/signer/trust")
 			if err != nil {
 				return err
 			}
@@ -155,8 +162,7 @@ func newTrustCmd() *cobra.Command {
 			return writeOut(cmd.OutOrStdout(), out, b)
 		},
 	}
-	cmd.Flags().StringVar(&admin, "admin", "http://127.0.0.1:8867", "custody's admin listener")
-	cmd.Flags().StringVar(&tokenFile, "admin-token-file", "", "file holding the admin bearer token (required)")
+	admin.register(cmd.Flags(), "http://127.0.0.1:8867", "file holding the admin bearer token (or use --client-cert-file)")
 	cmd.Flags().StringVarP(&out, "output", "o", "trust.json", "output file, - for stdout")
 	return cmd
 }

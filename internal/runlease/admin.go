@@ -77,7 +77,9 @@ type AdminOptions struct {
 	// URL is the base URL of the gateway's admin listener, e.g.
 	// "http://127.0.0.1:8867". Required.
 	URL string
-	// Token is the admin bearer token. Required; never logged.
+	// Token is the admin bearer token; never logged. Empty sends none
+	// (HTTPClient then presents a client certificate the admin listener
+	// accepts).
 	Token string
 	// HTTPClient sends the requests. Default: a client with a 30 s
 	// timeout per request.
@@ -117,9 +119,6 @@ func NewAdminClient(opts AdminOptions) (*AdminClient, error) {
 	u, err := url.Parse(opts.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("runlease: admin URL %q is not an http(s) URL", opts.URL)
-	}
-	if opts.Token == "" {
-		return nil, errors.New("runlease: admin token is required")
 	}
 	if opts.RevokeAttempts < 0 {
 		return nil, fmt.Errorf("runlease: negative RevokeAttempts %d", opts.RevokeAttempts)
@@ -231,7 +230,9 @@ func (c *AdminClient) post(ctx context.Context, path string, body []byte) (*http
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
