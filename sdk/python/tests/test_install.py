@@ -19,7 +19,7 @@ class InstallTest(unittest.TestCase):
     def install(self, *flags: str) -> None:
         target = tempfile.mkdtemp(prefix="custody-install-")
         self.addCleanup(shutil.rmtree, target, True)
-        env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
+        env = dict(os.environ, PIP_NO_INDEX="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_ROOT_USER_ACTION="ignore")
         cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps", "--target", target]
         subprocess.run(cmd + list(flags) + [PROJECT], check=True, env=env, cwd=target)
         out = subprocess.run(
