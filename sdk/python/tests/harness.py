@@ -135,7 +135,7 @@ class Custody:
                 conn.close()
                 if r.status == 200:
                     return
-                last = "%d %s" % (r.status, body[:200])
+                last = "%d %r" % (r.status, body[:200])
             except OSError as e:
                 last = str(e)
             time.sleep(0.1)

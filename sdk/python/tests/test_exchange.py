@@ -146,7 +146,7 @@ class ExchangeTest(unittest.TestCase):
                 c.exchange()
         e = cm.exception
         self.assertEqual((e.status, e.code), (429, "rate_limited"))
-        self.assertIsNotNone(e.retry_after)
+        assert e.retry_after is not None
         self.assertGreaterEqual(e.retry_after, 1.0)
 
     def test_missing_token_file(self) -> None:

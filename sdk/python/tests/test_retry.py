@@ -17,14 +17,17 @@ import harness
 import custody
 
 
+Answer = Tuple[int, Dict[str, str], Any]
+
+
 class Script:
     """Answers from a list per route prefix; the last answer repeats."""
 
     def __init__(self) -> None:
-        self.answers: Dict[str, List[Tuple[int, Dict[str, str], Any]]] = {}
+        self.answers: Dict[str, List[Answer]] = {}
         self.exchanges = 0
 
-    def __call__(self, method: str, path: str, headers: Dict[str, str], body: bytes) -> Tuple[int, Dict[str, str], Any]:
+    def __call__(self, method: str, path: str, headers: Dict[str, str], body: bytes) -> Answer:
         if path == "/v1/auth/static":
             self.exchanges += 1
             ans = self.answers.get("exchange")
@@ -37,8 +40,8 @@ class Script:
         return 404, {"Content-Type": "text/plain"}, b"404 page not found\n"
 
 
-STANDBY = (503, {"Retry-After": "1"}, {"error": "signer_standby", "message": "standing by"})
-RUN = (201, {}, {"run": "r1", "tenant": "agents", "agent": "dev", "session": "s1", "closed": False, "records": 1, "pending_approvals": 0})
+STANDBY: Answer = (503, {"Retry-After": "1"}, {"error": "signer_standby", "message": "standing by"})
+RUN: Answer = (201, {}, {"run": "r1", "tenant": "agents", "agent": "dev", "session": "s1", "closed": False, "records": 1, "pending_approvals": 0})
 
 
 class RetryTest(unittest.TestCase):
@@ -107,7 +110,7 @@ class RetryTest(unittest.TestCase):
         self.assertEqual(len([p for p in self.srv.paths() if p.startswith("/v1/memory/")]), 1)
 
     def test_401_reexchanges_once(self) -> None:
-        unauth = (401, {}, {"error": "unauthenticated", "message": "missing, invalid, expired or revoked key"})
+        unauth: Answer = (401, {}, {"error": "unauthenticated", "message": "missing, invalid, expired or revoked key"})
         self.script.answers["/v1/memory/"] = [unauth]
         c = self.client()
         with self.assertRaises(custody.Unauthorized):
@@ -118,7 +121,7 @@ class RetryTest(unittest.TestCase):
         self.assertEqual(calls[0][0], "/v1/memory/agents/dev/memories?q=x")
 
     def test_401_then_success(self) -> None:
-        unauth = (401, {}, {"error": "unauthenticated", "message": "revoked"})
+        unauth: Answer = (401, {}, {"error": "unauthenticated", "message": "revoked"})
         self.script.answers["/v1/memory/"] = [unauth, (200, {}, {"memories": [{"id": "m1", "kind": "fact", "text": "t"}]})]
         got = self.client().recall("x")
         self.assertEqual([m.id for m in got], ["m1"])

@@ -86,12 +86,12 @@ class SignerTest(unittest.TestCase):
             c.run_status("no-such-run")
         self.assertEqual(cm.exception.code, "not_found")
         run = c.register_run()
-        with self.assertRaises(custody.Forbidden) as cm:
+        with self.assertRaises(custody.Forbidden) as forbidden:
             client("x").decide(run.run, "c1", "Bash", {"command": "ls"})
-        self.assertEqual((cm.exception.status, cm.exception.code), (403, "forbidden"))
-        with self.assertRaises(custody.BadRequest) as cm:
+        self.assertEqual((forbidden.exception.status, forbidden.exception.code), (403, "forbidden"))
+        with self.assertRaises(custody.BadRequest) as bad:
             c.decide(run.run, "", "Bash", {})
-        self.assertEqual(cm.exception.code, "bad_request")
+        self.assertEqual(bad.exception.code, "bad_request")
         with self.assertRaises(custody.BadRequest):
             c.record_model_event(run.run, custody.ModelEvent(event=""))
         c.close_run(run.run)
