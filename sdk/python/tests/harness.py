@@ -12,6 +12,7 @@ listens beyond 127.0.0.1.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import http.client
 import http.server
@@ -48,7 +49,9 @@ def custody_binary() -> str:
             _binary = env_bin
             return _binary
         go = shutil.which("go") or "/usr/local/go/bin/go"
-        out = os.path.join(tempfile.mkdtemp(prefix="custody-bin-"), "custody")
+        bindir = tempfile.mkdtemp(prefix="custody-bin-")
+        atexit.register(shutil.rmtree, bindir, True)
+        out = os.path.join(bindir, "custody")
         cmd = ["nice", "-n", "19", go, "build", "-o", out, "./cmd/custody"]
         sys.stderr.write("building custody for the SDK tests: %s\n" % " ".join(cmd))
         subprocess.run(cmd, cwd=REPO, check=True)
