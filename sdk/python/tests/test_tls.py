@@ -5,12 +5,14 @@ is given."""
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import ssl
 import subprocess
 import tempfile
 import unittest
+import warnings
 from typing import Any, Dict, Optional, Tuple
 
 import harness
@@ -128,6 +130,33 @@ class TLSTest(unittest.TestCase):
         c = custody.Client(srv.url.replace("https://", "http://"), self.token(), method="static")
         with self.assertRaises(custody.TransportError):
             c.exchange()
+
+    def test_tls_1_1_refused(self) -> None:
+        # A server speaking only TLS 1.1 (allowed at OpenSSL security level 0).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            old = ssl.TLSVersion.TLSv1_1
+            srv = harness.StandIn(answer)
+            self.addCleanup(srv.stop)
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(path("good.pem"), path("good.key"))
+            ctx.set_ciphers("DEFAULT:@SECLEVEL=0")
+            ctx.minimum_version = ctx.maximum_version = old
+            srv.server.socket = ctx.wrap_socket(srv.server.socket, server_side=True)
+            url = srv.url.replace("http://", "https://")
+            c = custody.Client(url, self.token(), method="static", ca_file=path("ca.pem"))
+            with self.assertRaises(custody.TLSError) as cm:
+                c.exchange()
+            self.assertIn("protocol version", str(cm.exception))
+            # Control: a client that allows TLS 1.1 gets through, so the
+            # minimum version, not the setup, refused it.
+            cc = ssl.create_default_context(cafile=path("ca.pem"))
+            cc.set_ciphers("DEFAULT:@SECLEVEL=0")
+            cc.minimum_version = old
+            conn = http.client.HTTPSConnection("127.0.0.1", srv.port, context=cc, timeout=10)
+            conn.request("POST", "/v1/auth/static", body=b"{}")
+            self.assertEqual(conn.getresponse().status, 200)
+            conn.close()
 
     def test_bad_ca_file(self) -> None:
         with self.assertRaises(custody.ConfigError) as cm:
