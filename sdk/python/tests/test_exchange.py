@@ -181,6 +181,10 @@ class ExchangeTest(unittest.TestCase):
             custody.Client("ftp://127.0.0.1", "/tmp/x")
         with self.assertRaises(custody.ConfigError):
             custody.Client("http://127.0.0.1", "/tmp/x", method="oidc")
+        for bad in ("http://u:secret@127.0.0.1", "http://127.0.0.1:99999", "http://127.0.0.1/?a=b", "127.0.0.1:8865"):
+            with self.assertRaises(custody.ConfigError) as cm:
+                custody.Client(bad, "/tmp/x")
+            self.assertNotIn("secret", str(cm.exception))
         # ConfigError is also a ValueError.
         with self.assertRaises(ValueError):
             custody.Client("http://127.0.0.1", "")

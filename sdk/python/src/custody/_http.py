@@ -106,11 +106,15 @@ class Transport:
         u = urllib.parse.urlsplit(url)
         if u.scheme not in ("http", "https") or not u.hostname:
             raise ConfigError("custody: URL must be http:// or https:// with a host, got scheme %r" % u.scheme)
-        if u.query or u.fragment:
-            raise ConfigError("custody: URL must not have a query or fragment")
+        if u.query or u.fragment or u.username is not None or u.password is not None:
+            raise ConfigError("custody: URL must not have a query, fragment or user info")
+        try:
+            port = u.port
+        except ValueError:
+            raise ConfigError("custody: URL has an invalid port") from None
         self.scheme = u.scheme
         self.host = u.hostname
-        self.port = u.port
+        self.port = port
         self.prefix = u.path.rstrip("/")
         self.base = "%s://%s%s" % (u.scheme, u.netloc, self.prefix)
         self.timeout = timeout
@@ -162,7 +166,7 @@ class Transport:
                 resp = conn.getresponse()
                 data = resp.read(MAX_RESPONSE + 1)
             except ssl.SSLError as e:
-                msg = "custody: %s: TLS handshake failed: %s" % (where, _reason(e))
+                msg = "custody: %s: TLS failed: %s" % (where, _reason(e))
                 if isinstance(e, ssl.SSLCertVerificationError):
                     msg += " (trusted: %s)" % (
                         "CA file " + self.ca_file if self.ca_file else "the system's CA store"
