@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 import unittest
-from typing import Optional
+from typing import List, Optional
 
 import harness
 
@@ -119,6 +120,25 @@ class MemoryTest(unittest.TestCase):
         s = c2.put_state("plan", l2.epoch, 1, "plain text state")
         self.assertEqual((s.version, s.state), (2, "plain text state"))
         c2.release_lease("plan", l2.epoch)
+
+    def test_threads_share_a_client(self) -> None:
+        c = client("s2")
+        errs: List[BaseException] = []
+
+        def work(i: int) -> None:
+            try:
+                for j in range(5):
+                    c.remember("thread", "thread %d item %d" % (i, j), tags=["t%d" % i])
+            except BaseException as e:  # noqa: B902 - reported below
+                errs.append(e)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errs, [])
+        self.assertEqual(len(c.recall("", kind="thread", limit=100)), 30)
 
     def test_state_value_must_be_json(self) -> None:
         c = client("s1")
