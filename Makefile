@@ -11,7 +11,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: demo test cluster bench build vet controlplane node-binaries sdk-deps postgres
+.PHONY: demo test cluster bench build vet controlplane node-binaries sdk-deps postgres sdk-python-test
 
 build:
 	$(GO) build -o bin/custody ./cmd/custody
@@ -52,6 +52,13 @@ test: vet controlplane node-binaries sdk-deps postgres
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /test/e2e/onnode)
 	$(GO) test -race -count=1 -timeout 30m -v ./test/e2e/onnode
 	cd test/sdk && $(GO) test -race -count=1 -timeout 10m ./...
+
+# The Python SDK (sdk/python) against a real custody serve built here,
+# on 127.0.0.1 only; needs python3 (3.9+) and the openssl CLI, nothing
+# from a package index.
+sdk-python-test:
+	$(GO) build -o bin/custody ./cmd/custody
+	CUSTODY_BIN=$(CURDIR)/bin/custody python3 -m unittest discover -s sdk/python/tests -v
 
 # demo and cluster build the control plane themselves, with progress; they
 # run as built binaries so that Ctrl-C reaches them directly.
