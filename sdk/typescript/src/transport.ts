@@ -60,7 +60,9 @@ export interface TransportResponse {
  * handshake).
  */
 export class Transport {
+  /** The base URL; its path (without a trailing slash) prefixes every request's. */
   readonly base: URL;
+  readonly #basePath: string;
   readonly #timeoutMs: number;
   readonly #agent: http.Agent;
   readonly #lib: typeof http | typeof https;
@@ -82,7 +84,7 @@ export class Transport {
     if (u.search || u.hash) {
       throw new ConfigError("custody: URL must not have a query or fragment");
     }
-    u.pathname = u.pathname.replace(/\/+$/, "");
+    this.#basePath = u.pathname.replace(/\/+$/, "");
     this.base = u;
     this.#timeoutMs = opts.timeoutMs;
     if (u.protocol === "https:") {
@@ -119,7 +121,7 @@ export class Transport {
     if (req.bearer) headers["Authorization"] = `Bearer ${req.bearer}`;
     const url = new URL(this.base.href);
     const [p, q] = splitQuery(req.path);
-    url.pathname = this.base.pathname + p;
+    url.pathname = this.#basePath + p;
     url.search = q;
 
     return new Promise<TransportResponse>((resolve, reject) => {
