@@ -116,7 +116,12 @@ export class Client extends Session {
     await this.#memory("DELETE", `/memories/${esc(id)}`, opts);
   }
 
-  /** Reads a working-state slot (version 0, state null if never written). */
+  /**
+   * Reads a working-state slot.
+   *
+   * @throws {NotFound} a slot never leased or written (`not_found`).
+   * @throws {BadRequest} a name outside `[A-Za-z0-9][A-Za-z0-9._-]{0,127}`.
+   */
   async getState(name: string, opts: CallOptions = {}): Promise<State> {
     return (await this.#memory("GET", `/state/${esc(name)}`, opts)) as State;
   }

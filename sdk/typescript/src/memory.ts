@@ -74,11 +74,11 @@ export interface LeaseHolder {
 /** A working-state slot. */
 export interface State {
   name: string;
-  /** 0 for a slot never written; +1 on every write. */
+  /** 0 before the first write; +1 on every write. */
   version: number;
-  /** The value (`null` for a slot never written). */
+  /** The value (`null` before the first write). */
   state: JSONValue;
-  /** RFC 3339; absent for a slot never written. */
+  /** RFC 3339; absent before the first write. */
   updated_at?: string;
   updated_by?: string;
   /** The current lease, if one is held. */
