@@ -66,6 +66,7 @@ export class Transport {
   readonly #timeoutMs: number;
   readonly #agent: http.Agent;
   readonly #lib: typeof http | typeof https;
+  readonly #hasCA: boolean;
 
   /** @throws {ConfigError} a URL that is not http(s), has credentials, or an unreadable or empty CA file. */
   constructor(opts: TransportOptions) {
@@ -87,6 +88,7 @@ export class Transport {
     this.#basePath = u.pathname.replace(/\/+$/, "");
     this.base = u;
     this.#timeoutMs = opts.timeoutMs;
+    this.#hasCA = Boolean(opts.caFile);
     if (u.protocol === "https:") {
       const agentOpts: https.AgentOptions = { keepAlive: true, minVersion: "TLSv1.2", rejectUnauthorized: true };
       if (opts.caFile) agentOpts.ca = readCA(opts.caFile);
@@ -146,7 +148,7 @@ export class Transport {
           }
           chunks.push(c);
         });
-        res.on("error", (e) => finish(networkError(what, e)));
+        res.on("error", (e) => finish(networkError(what, e, this.#hasCA)));
         res.on("end", () => {
           const status = res.statusCode ?? 0;
           const body = Buffer.concat(chunks).toString("utf8");
@@ -167,7 +169,7 @@ export class Transport {
         r.destroy();
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      r.on("error", (e) => finish(networkError(what, e)));
+      r.on("error", (e) => finish(networkError(what, e, this.#hasCA)));
       r.end(payload);
     });
   }
@@ -195,14 +197,17 @@ function readCA(file: string): string {
 /** OpenSSL verify and Node TLS error codes: the handshake was refused. */
 const tlsCode = /^(ERR_TLS_|ERR_SSL_)|CERT|SELF_SIGNED|UNABLE_TO_|SIGNATURE|ISSUER|HOSTNAME|CHAIN|EPROTO/;
 
-function networkError(what: string, e: Error): CustodyError {
+function networkError(what: string, e: Error, hasCA: boolean): CustodyError {
   const code = (e as NodeJS.ErrnoException).code ?? "";
+  const detail = e.message.trim();
   if (tlsCode.test(code)) {
-    let hint = "certificate not trusted: is CUSTODY_CA_FILE the CA that issued custody's certificate?";
+    let hint = hasCA
+      ? "certificate not trusted: is CUSTODY_CA_FILE the CA that issued custody's certificate?"
+      : "certificate not trusted by Node's default CAs: set CUSTODY_CA_FILE to the CA that issued custody's certificate";
     if (code === "ERR_TLS_CERT_ALTNAME_INVALID") hint = "the certificate is not for this host name: does CUSTODY_URL name the host the certificate was issued for?";
     else if (code === "CERT_HAS_EXPIRED" || code === "CERT_NOT_YET_VALID") hint = "the certificate is outside its validity period";
     else if (code === "EPROTO" || code.startsWith("ERR_SSL_")) hint = "TLS protocol error (a TLS version below 1.2, or not a TLS server?)";
-    return new TLSError(`custody: ${what}: TLS handshake refused: ${hint} (${code}: ${e.message})`, { cause: e });
+    return new TLSError(`custody: ${what}: TLS handshake refused: ${hint} (${code}: ${detail})`, { cause: e });
   }
-  return new TransportError(`custody: ${what}: ${code ? code + ": " : ""}${e.message}`, { cause: e });
+  return new TransportError(`custody: ${what}: ${code ? code + ": " : ""}${detail}`, { cause: e });
 }
