@@ -10,7 +10,7 @@
 import { readFile } from "node:fs/promises";
 
 import { type Config, type ResolvedConfig, resolveConfig } from "./config.js";
-import { ConfigError, CustodyError } from "./errors.js";
+import { ConfigError, CustodyError, TransportError } from "./errors.js";
 import { Transport } from "./transport.js";
 
 /**
@@ -115,11 +115,13 @@ export class Session {
       return k;
     }
     if (!this.#pending) {
-      this.#pending = this.exchange(opts).finally(() => {
+      // Shared by every caller, so no caller's signal aborts it (the
+      // timeout bounds it); each caller stops waiting on its own abort.
+      this.#pending = this.exchange().finally(() => {
         this.#pending = undefined;
       });
     }
-    return this.#pending;
+    return untilAborted(this.#pending, opts.signal);
   }
 
   /**
@@ -188,6 +190,26 @@ export class Session {
       }
     }
   }
+}
+
+/** p, or a TransportError as soon as signal aborts. */
+function untilAborted<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return p;
+  if (signal.aborted) return Promise.reject(new TransportError("custody: exchange: aborted", { cause: signal.reason }));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new TransportError("custody: exchange: aborted", { cause: signal.reason }));
+    signal.addEventListener("abort", onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (e: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
 }
 
 /** Resolves true after ms, or false as soon as signal aborts. */

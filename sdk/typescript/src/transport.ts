@@ -23,6 +23,13 @@ import { ConfigError, CustodyError, TLSError, TransportError, errorFromResponse 
 /** Largest response body read: 8 MiB, as the Go client. */
 export const maxResponseBytes = 8 << 20;
 
+/**
+ * Connections are kept alive; one idle for 15 s is closed (custody closes
+ * idle ones after 120 s, proxies often sooner). The socket timeout only
+ * closes idle sockets: a request's own limit is its timeoutMs.
+ */
+const keepAlive: http.AgentOptions = { keepAlive: true, timeout: 15_000 };
+
 /** Options of a {@link Transport}. */
 export interface TransportOptions {
   /** custody's base URL, `http://` or `https://`, without credentials. */
@@ -90,12 +97,12 @@ export class Transport {
     this.#timeoutMs = opts.timeoutMs;
     this.#hasCA = Boolean(opts.caFile);
     if (u.protocol === "https:") {
-      const agentOpts: https.AgentOptions = { keepAlive: true, minVersion: "TLSv1.2", rejectUnauthorized: true };
+      const agentOpts: https.AgentOptions = { ...keepAlive, minVersion: "TLSv1.2", rejectUnauthorized: true };
       if (opts.caFile) agentOpts.ca = readCA(opts.caFile);
       this.#agent = new https.Agent(agentOpts);
       this.#lib = https;
     } else {
-      this.#agent = new http.Agent({ keepAlive: true });
+      this.#agent = new http.Agent(keepAlive);
       this.#lib = http;
     }
   }
@@ -128,6 +135,7 @@ export class Transport {
 
     return new Promise<TransportResponse>((resolve, reject) => {
       let settled = false;
+      let current: http.ClientRequest | undefined;
       const finish = (err: CustodyError | undefined, res?: TransportResponse) => {
         if (settled) return;
         settled = true;
@@ -136,41 +144,58 @@ export class Transport {
         if (err) reject(err);
         else resolve(res as TransportResponse);
       };
-      const r = this.#lib.request(url, { method: req.method, headers, agent: this.#agent }, (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on("data", (c: Buffer) => {
-          size += c.length;
-          if (size > maxResponseBytes) {
-            finish(new TransportError(`custody: ${what}: response over ${maxResponseBytes} bytes`));
-            res.destroy();
+      // send makes one attempt. A kept-alive connection the server closed
+      // while it was idle fails at once (ECONNRESET/EPIPE on a reused
+      // socket, before any answer): custody never read that request, and it
+      // is sent once more on a new connection, as Go's net/http does.
+      const send = (mayResend: boolean) => {
+        let answered = false;
+        const r = this.#lib.request(url, { method: req.method, headers, agent: this.#agent }, (res) => {
+          answered = true;
+          const chunks: Buffer[] = [];
+          let size = 0;
+          res.on("data", (c: Buffer) => {
+            size += c.length;
+            if (size > maxResponseBytes) {
+              finish(new TransportError(`custody: ${what}: response over ${maxResponseBytes} bytes`));
+              res.destroy();
+              return;
+            }
+            chunks.push(c);
+          });
+          res.on("error", (e) => finish(networkError(what, e, this.#hasCA)));
+          res.on("end", () => {
+            const status = res.statusCode ?? 0;
+            const body = Buffer.concat(chunks).toString("utf8");
+            if (status >= 300) {
+              const ra = res.headers["retry-after"];
+              finish(errorFromResponse(status, body, Array.isArray(ra) ? ra[0] : ra));
+            } else {
+              finish(undefined, { status, body });
+            }
+          });
+        });
+        r.on("error", (e) => {
+          const code = (e as NodeJS.ErrnoException).code;
+          if (mayResend && !answered && !settled && r.reusedSocket && (code === "ECONNRESET" || code === "EPIPE")) {
+            send(false);
             return;
           }
-          chunks.push(c);
+          finish(networkError(what, e, this.#hasCA));
         });
-        res.on("error", (e) => finish(networkError(what, e, this.#hasCA)));
-        res.on("end", () => {
-          const status = res.statusCode ?? 0;
-          const body = Buffer.concat(chunks).toString("utf8");
-          if (status >= 300) {
-            const ra = res.headers["retry-after"];
-            finish(errorFromResponse(status, body, Array.isArray(ra) ? ra[0] : ra));
-          } else {
-            finish(undefined, { status, body });
-          }
-        });
-      });
+        current = r;
+        r.end(payload);
+      };
       const timer = setTimeout(() => {
         finish(new TransportError(`custody: ${what}: no answer within ${timeoutMs} ms`));
-        r.destroy();
+        current?.destroy();
       }, timeoutMs);
       const onAbort = () => {
         finish(new TransportError(`custody: ${what}: aborted`, { cause: signal?.reason }));
-        r.destroy();
+        current?.destroy();
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      r.on("error", (e) => finish(networkError(what, e, this.#hasCA)));
-      r.end(payload);
+      send(true);
     });
   }
 }

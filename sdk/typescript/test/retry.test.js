@@ -267,3 +267,66 @@ test("a base URL with a path prefixes every request", async () => {
     await s.close();
   }
 });
+
+test("a kept-alive connection the server dropped is replaced once, transparently", async () => {
+  const { createServer } = await import("node:http");
+  let connections = 0;
+  let served = 0;
+  let drop = false;
+  const server = createServer((req, res) => {
+    if (drop && req.socket.servedBefore) {
+      // A connection closed under the request (RST), the way an idle
+      // timeout racing the request does: nothing is answered.
+      drop = false;
+      req.socket.resetAndDestroy();
+      return;
+    }
+    req.socket.servedBefore = true;
+    served++;
+    const body = req.url.startsWith("/v1/auth/") ? exchanged().body : { memories: [] };
+    res.writeHead(200, { "Content-Type": "application/json" });
+    res.end(JSON.stringify(body));
+  });
+  server.on("connection", () => connections++);
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  try {
+    const c = new Client({ url: `http://127.0.0.1:${server.address().port}`, tokenFile, method: "static" });
+    await c.recall(); // exchange + recall on one kept-alive connection
+    assert.equal(connections, 1);
+    drop = true;
+    const before = served;
+    assert.deepEqual(await c.recall(), []);
+    assert.equal(drop, false, "the reused connection was not used");
+    assert.equal(served, before + 1);
+    assert.equal(connections, 2);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
+
+test("one caller's abort does not fail the exchange others share", async () => {
+  let release;
+  const gate = new Promise((r) => (release = r));
+  const s = await standIn(async (r) => {
+    if (r.url.startsWith("/v1/auth/")) {
+      await gate;
+      return exchanged();
+    }
+    return { status: 200, body: { memories: [] } };
+  });
+  try {
+    const c = new Client({ url: s.url, tokenFile, method: "static" });
+    const ac = new AbortController();
+    const first = c.recall("", { signal: ac.signal }).catch((e) => e);
+    const second = c.recall();
+    await new Promise((r) => setTimeout(r, 100));
+    ac.abort();
+    assert.ok((await first) instanceof TransportError);
+    release();
+    assert.deepEqual(await second, []);
+    assert.equal(s.requests.filter((r) => r.url.startsWith("/v1/auth/")).length, 1);
+  } finally {
+    await s.close();
+  }
+});
