@@ -73,7 +73,8 @@ export class Transport {
   readonly #timeoutMs: number;
   readonly #agent: http.Agent;
   readonly #lib: typeof http | typeof https;
-  readonly #hasCA: boolean;
+  /** undefined for http; for https, whether a CA file was given. */
+  readonly #tls: { hasCA: boolean } | undefined;
 
   /** @throws {ConfigError} a URL that is not http(s), has credentials, or an unreadable or empty CA file. */
   constructor(opts: TransportOptions) {
@@ -95,7 +96,7 @@ export class Transport {
     this.#basePath = u.pathname.replace(/\/+$/, "");
     this.base = u;
     this.#timeoutMs = opts.timeoutMs;
-    this.#hasCA = Boolean(opts.caFile);
+    this.#tls = u.protocol === "https:" ? { hasCA: Boolean(opts.caFile) } : undefined;
     if (u.protocol === "https:") {
       const agentOpts: https.AgentOptions = { ...keepAlive, minVersion: "TLSv1.2", rejectUnauthorized: true };
       if (opts.caFile) agentOpts.ca = readCA(opts.caFile);
@@ -163,7 +164,7 @@ export class Transport {
             }
             chunks.push(c);
           });
-          res.on("error", (e) => finish(networkError(what, e, this.#hasCA)));
+          res.on("error", (e) => finish(networkError(what, e, this.#tls)));
           res.on("end", () => {
             const status = res.statusCode ?? 0;
             const body = Buffer.concat(chunks).toString("utf8");
@@ -181,7 +182,7 @@ export class Transport {
             send(false);
             return;
           }
-          finish(networkError(what, e, this.#hasCA));
+          finish(networkError(what, e, this.#tls));
         });
         current = r;
         r.end(payload);
@@ -222,11 +223,11 @@ function readCA(file: string): string {
 /** OpenSSL verify and Node TLS error codes: the handshake was refused. */
 const tlsCode = /^(ERR_TLS_|ERR_SSL_)|CERT|SELF_SIGNED|UNABLE_TO_|SIGNATURE|ISSUER|HOSTNAME|CHAIN|EPROTO/;
 
-function networkError(what: string, e: Error, hasCA: boolean): CustodyError {
+function networkError(what: string, e: Error, tls: { hasCA: boolean } | undefined): CustodyError {
   const code = (e as NodeJS.ErrnoException).code ?? "";
   const detail = e.message.trim();
-  if (tlsCode.test(code)) {
-    let hint = hasCA
+  if (tls && tlsCode.test(code)) {
+    let hint = tls.hasCA
       ? "certificate not trusted: is CUSTODY_CA_FILE the CA that issued custody's certificate?"
       : "certificate not trusted by Node's default CAs: set CUSTODY_CA_FILE to the CA that issued custody's certificate";
     if (code === "ERR_TLS_CERT_ALTNAME_INVALID") hint = "the certificate is not for this host name: does CUSTODY_URL name the host the certificate was issued for?";
