@@ -7,11 +7,13 @@
 #                 foreground (Ctrl-C stops and restores the host)
 #   make node-binaries  build and smoke-check the real node's binaries (cached)
 #   make bench    benchmarks
+#   make sdk-ts-test  the TypeScript SDK (sdk/typescript): npm ci, tsc, node --test
+#                 against a custody serve built here
 
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: demo test cluster bench build vet controlplane node-binaries sdk-deps postgres sdk-python-test
+.PHONY: demo test cluster bench build vet controlplane node-binaries sdk-deps postgres sdk-python-test sdk-ts-test
 
 build:
 	$(GO) build -o bin/custody ./cmd/custody
@@ -72,3 +74,14 @@ cluster:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+
+# The TypeScript SDK: its dev dependencies (typescript, @types/node; it has
+# no runtime ones) from its package-lock.json, the build (tsc -> dist/),
+# then node --test against a custody serve built once for the run (nice:
+# it shares the cores) and on 127.0.0.1 only.
+sdk-ts-test:
+	cd sdk/typescript && npm ci --no-audit --no-fund --loglevel=error && npm run build
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	echo "building custody for the TypeScript SDK tests ..." && \
+	nice -n 19 $(GO) build -o "$$tmp/custody" ./cmd/custody && \
+	cd sdk/typescript && CUSTODY_BIN="$$tmp/custody" npm test
