@@ -359,11 +359,12 @@ func (h handler) approval(ctx context.Context, ev Event, run, callID, rules, whe
 		deadline = d.Add(-time.Second)
 	}
 	for a.State == "pending" {
-		left := time.Until(deadline).Truncate(time.Second)
-		if left < time.Second {
+		// WaitApproval waits whole seconds (at most 60).
+		left := time.Until(deadline)
+		if left < time.Second/2 {
 			break
 		}
-		if a, err = s.WaitApproval(ctx, run, id, min(left, 60*time.Second)); err != nil {
+		if a, err = s.WaitApproval(ctx, run, id, min(max(left.Round(time.Second), time.Second), 60*time.Second)); err != nil {
 			return failClosed(fmt.Errorf("%w: wait for approval %s: %w", ErrSigner, id, err)), false
 		}
 	}
