@@ -224,7 +224,10 @@ func (h handler) prepare(ctx context.Context, ev Event, assign bool) (run, callI
 			if callID = ev.CallID(); callID == "" {
 				k := ev.ArgsKey()
 				if st.Next == nil {
-					st.Next, st.Pending = map[string]int{}, map[string][]string{}
+					st.Next = map[string]int{}
+				}
+				if st.Pending == nil {
+					st.Pending = map[string][]string{}
 				}
 				st.Next[k]++
 				callID = fmt.Sprintf("g-%s-%d", k, st.Next[k])
