@@ -30,7 +30,8 @@ Environment: CUSTODY_URL, CUSTODY_TOKEN_FILE, CUSTODY_AUTH (as for custody login
 CUSTODY_HOOK_STATE_DIR (default $XDG_STATE_HOME/custody/hooks, else ~/.local/state/custody/hooks);
 CUSTODY_HOOK_ASK=approval (default: wait for an operator's approval) or agent (Claude Code asks the
 person at the terminal); CUSTODY_HOOK_APPROVAL_WAIT (default 50s); CUSTODY_HOOK_TIMEOUT (default
-55s, the most one event may take; keep it under the agent's hook timeout, 60 s by default).`,
+55s, the most one event may take; keep it under the hook's timeout in the agent's settings: an
+agent runs the call when a hook times out).`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return usageError{fmt.Errorf("want exactly one AGENT argument (claude-code, gemini-cli or codex), got %d", len(args))}
