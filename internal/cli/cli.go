@@ -72,6 +72,7 @@ func runWithIO(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		newTrustCmd(env),
 		newWitnessCmd(env),
 		newKeysCmd(),
+		newHookCmd(env),
 	)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
