@@ -70,7 +70,7 @@ func startHookServer(t *testing.T) *hookServer {
 		code, _, stderr := runCLI(t, ctx, envMap(nil), "", "serve", "--kubernetes-auth=false",
 			"--static-tokens-file="+filepath.Join(dir, "tokens.yaml"), "--listen="+s.api, "--admin-listen="+s.admin,
 			"--admin-token-file="+filepath.Join(dir, "admin-token"), "--gateway-listen=", "--metrics-listen=",
-			"--policy-dir="+filepath.Join(dir, "policies"), "--data-dir="+filepath.Join(dir, "data"), "--log-level=error")
+			"--policy-dir="+filepath.Join(dir, "policies"), "--data-dir="+filepath.Join(dir, "data"), "--log-level=error", "--plaintext=all")
 		if code != 0 && ctx.Err() == nil {
 			t.Errorf("serve exit %d: %s", code, stderr)
 		}
