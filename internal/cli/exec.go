@@ -32,6 +32,7 @@ type execConfig struct {
 	runID         string
 	tenant, agent string
 	egressProxy   string
+	sandboxCAFile string
 	cwd           string
 	killGrace     time.Duration
 	revokeTimeout time.Duration
@@ -88,6 +89,7 @@ killed by a signal or if sandboxd or the admin API failed; 2 for invalid usage.`
 	fs.DurationVar(&c.ttl, "ttl", 30*time.Minute, "token lifetime, whole seconds; bounds the token should revocation fail")
 	fs.StringVar(&c.runID, "run-id", "", "run ID recorded with the token (default: random run_<24 hex>)")
 	fs.StringVar(&c.egressProxy, "egress-proxy", "", "custody's egress proxy as the sandbox reaches it (http://host:port): sets HTTP_PROXY/HTTPS_PROXY for the process with the run and its token as credentials")
+	fs.StringVar(&c.sandboxCAFile, "sandbox-ca-file", "", "path inside the sandbox of custody's CA bundle (PEM): the process gets CUSTODY_CA_FILE, SSL_CERT_FILE and NODE_EXTRA_CA_CERTS set to it, so SDKs trust an https --gateway-url (SSL_CERT_FILE replaces the process's system roots)")
 	fs.StringVar(&c.tenant, "tenant", "", "tenant recorded with the token")
 	fs.StringVar(&c.agent, "agent", "", "agent recorded with the token")
 	fs.StringVar(&c.cwd, "cwd", "", "working directory inside the sandbox root (default: sandboxd's root)")
@@ -173,6 +175,7 @@ func runExec(ctx context.Context, c execConfig, command []string, stdout, stderr
 		TTL:           c.ttl,
 		RunID:         c.runID,
 		EgressProxy:   c.egressProxy,
+		SandboxCAFile: c.sandboxCAFile,
 		Tenant:        c.tenant,
 		Agent:         c.agent,
 		Stdout:        stdout,

@@ -174,6 +174,15 @@ type Options struct {
 	// token as credentials, and NO_PROXY naming the gateway's host (see
 	// [EgressEnv]).
 	EgressProxy string
+	// SandboxCAFile, if set, is the path inside the sandbox of the PEM
+	// CA bundle that custody's serving certificate chains to (mounted by
+	// the SandboxTemplate): the process gets CUSTODY_CA_FILE,
+	// SSL_CERT_FILE (Go, OpenSSL, Python's ssl and httpx) and
+	// NODE_EXTRA_CA_CERTS set to it, so SDKs trust an https GatewayURL.
+	// SSL_CERT_FILE replaces a process's system roots: give a bundle that
+	// holds the public roots too if the process also reaches other TLS
+	// hosts (through the egress proxy, say).
+	SandboxCAFile string
 	// Stdout and Stderr receive the process's output as it arrives.
 	// Default io.Discard.
 	Stdout, Stderr io.Writer
@@ -323,6 +332,9 @@ func Run(ctx context.Context, opts Options) (exitCode int, err error) {
 			return -1, fmt.Errorf("runlease: %w", err)
 		}
 		maps.Copy(env, pe)
+	}
+	if f := opts.SandboxCAFile; f != "" {
+		env["CUSTODY_CA_FILE"], env["SSL_CERT_FILE"], env["NODE_EXTRA_CA_CERTS"] = f, f, f
 	}
 	if err := ctx.Err(); err != nil {
 		return -1, fmt.Errorf("runlease: cancelled before the process started: %w", err)

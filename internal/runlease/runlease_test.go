@@ -566,3 +566,24 @@ func TestEgressProxyEnvironment(t *testing.T) {
 		t.Error("EgressEnv without a run accepted")
 	}
 }
+
+// TestSandboxCAFileEnvironment: with SandboxCAFile the process gets the
+// variables its SDKs read for a CA bundle; without it, no
+// CUSTODY_CA_FILE (the others may come from sandboxd's own environment).
+func TestSandboxCAFileEnvironment(t *testing.T) {
+	const script = `printf '%s|%s|%s' "$CUSTODY_CA_FILE" "$SSL_CERT_FILE" "$NODE_EXTRA_CA_CERTS"`
+	for _, c := range []struct{ file, want string }{
+		{"/var/run/secrets/custody/ca.crt", "/var/run/secrets/custody/ca.crt|/var/run/secrets/custody/ca.crt|/var/run/secrets/custody/ca.crt"},
+		{"", "|"},
+	} {
+		h := newHarness(t, shared)
+		o := h.options(t, "sh", "-c", script)
+		o.SandboxCAFile = c.file
+		if code, err := runlease.Run(context.Background(), o); err != nil || code != 0 {
+			t.Fatalf("Run = %d, %v; stderr %q", code, err, h.stderr.String())
+		}
+		if got := h.stdout.String(); got != c.want && (c.file != "" || !strings.HasPrefix(got, c.want)) {
+			t.Errorf("SandboxCAFile %q: process saw %q, want %q", c.file, got, c.want)
+		}
+	}
+}

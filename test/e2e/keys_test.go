@@ -156,7 +156,7 @@ func TestClientPackage(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg, err := client.FromEnv(func(k string) (string, bool) {
-		return map[string]string{"CUSTODY_URL": short.URL, "CUSTODY_TOKEN_FILE": tokFile}[k], true
+		return map[string]string{"CUSTODY_URL": short.URL, "CUSTODY_TOKEN_FILE": tokFile, "CUSTODY_CA_FILE": short.CAFile}[k], true
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -110,7 +110,7 @@ func TestReplicasOnPostgreSQL(t *testing.T) {
 	if err := os.WriteFile(tokFile, []byte(podToken(t, ctx, pod)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	agent, err := client.New(client.Config{URL: standby.URL, TokenFile: tokFile, StandbyWait: 30 * time.Second})
+	agent, err := client.New(client.Config{URL: standby.URL, TokenFile: tokFile, CAFile: standby.CAFile, StandbyWait: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func custodyCLI(t *testing.T, ctx context.Context, args ...string) (string, int)
 }
 
 func adminArgs(c *fixture.Custody) []string {
-	return []string{"--admin", c.AdminURL, "--admin-token-file", filepath.Join(filepath.Dir(c.Log), "admin-token")}
+	return c.AdminArgs()
 }
 
 // exportRun writes the trust.json of srv's signer and the bundle of run

@@ -129,7 +129,7 @@ func (m *mcpScenario) run(ctx context.Context) {
 
 // recordM4 exports the run and checks its records and verification.
 func (m *mcpScenario) recordM4(ctx context.Context, run string) {
-	admin := []string{"--admin", m.custody.AdminURL, "--admin-token-file", filepath.Join(filepath.Dir(m.custody.Log), "admin-token")}
+	admin := m.custody.AdminArgs()
 	trust, bundle := filepath.Join(m.dir, "mcp-trust.json"), filepath.Join(m.dir, "mcp.bundle")
 	if out, code := custodyCLI(ctx, m.custodyBin, append([]string{"trust", "-o", trust}, admin...)...); code != 0 {
 		m.failErr("M4", "custody trust", fmt.Errorf("exit %d: %s", code, out))

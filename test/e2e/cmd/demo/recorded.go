@@ -75,7 +75,7 @@ func (g *gatewayScenario) recorded(ctx context.Context, sb *execSandbox) {
 		g.fail("R3", "close the run", r, "want 200")
 		return
 	}
-	admin := []string{"--admin", g.custody.AdminURL, "--admin-token-file", filepath.Join(filepath.Dir(g.custody.Log), "admin-token")}
+	admin := g.custody.AdminArgs()
 	trust, bundle := filepath.Join(g.dir, "recorded-trust.json"), filepath.Join(g.dir, "recorded.bundle")
 	if out, code := custodyCLI(ctx, g.custodyBin, append([]string{"trust", "-o", trust}, admin...)...); code != 0 {
 		g.failErr("R3", "custody trust", fmt.Errorf("exit %d: %s", code, out))

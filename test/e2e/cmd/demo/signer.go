@@ -98,7 +98,7 @@ func (s *signerScenario) run(ctx context.Context) {
 		s.failErr("S4", "pod gone", err)
 		return
 	}
-	admin := []string{"--admin", s.custody.AdminURL, "--admin-token-file", filepath.Join(filepath.Dir(s.custody.Log), "admin-token")}
+	admin := s.custody.AdminArgs()
 	trust := filepath.Join(s.dir, "trust.json")
 	if out, code := s.cli(ctx, append([]string{"trust", "-o", trust}, admin...)...); code != 0 {
 		s.failErr("S4", "custody trust", fmt.Errorf("exit %d: %s", code, out))
