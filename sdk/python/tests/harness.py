@@ -8,6 +8,11 @@ file of SHA-256 hashes), SQLite in a temporary data directory, the signer
 on with the example policies of deploy/base/policies, the admin listener
 with a generated admin token, and no gateway or metrics listener. Nothing
 listens beyond 127.0.0.1.
+
+custody serves TLS on every listener unless told otherwise, so a
+:class:`Custody` is either plaintext (the default: ``--plaintext=all``) or,
+with ``tls``, serves a certificate issued by a test CA that is made once per
+test process with the openssl CLI (:func:`tls_ca`).
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+import ssl
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
@@ -65,6 +71,75 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def openssl(cwd: str, *args: str) -> None:
+    """Runs the openssl CLI in cwd; its complaints become the exception."""
+    r = subprocess.run(["openssl"] + list(args), cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if r.returncode != 0:
+        raise RuntimeError("openssl %s: %s" % (" ".join(args[:2]), r.stderr.decode("utf-8", "replace")))
+
+
+class TestCA:
+    """A CA made with the openssl CLI in its own directory (``ca.pem``,
+    ``ca.key``), issuing server certificates with :meth:`issue`.
+    ``cert``/``key`` are its default leaf, for IP:127.0.0.1 and
+    DNS:localhost."""
+
+    def __init__(self, name: str = "custody-sdk-test-ca") -> None:
+        if shutil.which("openssl") is None:
+            raise RuntimeError("the TLS tests need the openssl CLI")
+        self.dir = tempfile.mkdtemp(prefix="custody-sdk-ca-")
+        atexit.register(shutil.rmtree, self.dir, True)
+        self.ca = os.path.join(self.dir, "ca.pem")
+        self._ca_key = os.path.join(self.dir, "ca.key")
+        self._lock = threading.Lock()
+        self._n = 0
+        openssl(
+            self.dir, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+            "-keyout", self._ca_key, "-out", self.ca, "-days", "2", "-subj", "/CN=" + name,
+            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        )
+        self.cert, self.key = self.issue("IP:127.0.0.1,DNS:localhost")
+
+    def issue(self, san: str, cert: str = "", key: str = "") -> Tuple[str, str]:
+        """A server certificate for san (e.g. "DNS:localhost") with a fresh
+        P-256 key, written to cert and key (default: new files in the CA's
+        directory); returns their paths."""
+        with self._lock:
+            self._n += 1
+            n = self._n
+            base = os.path.join(self.dir, "leaf-%d" % n)
+            cert = cert or base + ".pem"
+            key = key or base + ".key"
+            with open(base + ".ext", "w") as f:
+                f.write(
+                    "subjectAltName=%s\nbasicConstraints=critical,CA:FALSE\n"
+                    "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n" % san
+                )
+            openssl(
+                self.dir, "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                "-keyout", key, "-out", base + ".csr", "-subj", "/CN=custody-%d" % n,
+            )
+            openssl(
+                self.dir, "x509", "-req", "-in", base + ".csr", "-CA", self.ca, "-CAkey", self._ca_key,
+                "-set_serial", str(int.from_bytes(os.urandom(8), "big")), "-out", cert, "-days", "2",
+                "-extfile", base + ".ext",
+            )
+            return cert, key
+
+
+_ca_lock = threading.Lock()
+_ca: Optional[TestCA] = None
+
+
+def tls_ca() -> TestCA:
+    """The test CA and its default leaf, made once per test process."""
+    global _ca
+    with _ca_lock:
+        if _ca is None:
+            _ca = TestCA()
+        return _ca
+
+
 class Custody:
     """A running ``custody serve``.
 
@@ -72,9 +147,19 @@ class Custody:
         identities: token name -> (tenant, agent, session); each gets a
             random token, written to ``token_file(name)``.
         extra_args: more ``custody serve`` flags.
+        tls: False (default) serves plain HTTP (``--plaintext=all``).
+            True serves :func:`tls_ca`'s default leaf on every listener;
+            a (cert file, key file) pair serves that certificate, which
+            must be issued by :func:`tls_ca` for IP:127.0.0.1. ``url`` is
+            then https and ``ca_file`` the CA to trust (else None).
     """
 
-    def __init__(self, identities: Dict[str, Tuple[str, str, str]], extra_args: Optional[List[str]] = None) -> None:
+    def __init__(
+        self,
+        identities: Dict[str, Tuple[str, str, str]],
+        extra_args: Optional[List[str]] = None,
+        tls: Union[bool, Tuple[str, str]] = False,
+    ) -> None:
         self.dir = tempfile.mkdtemp(prefix="custody-sdk-test-")
         self.tokens: Dict[str, str] = {}
         entries = []
@@ -92,7 +177,19 @@ class Custody:
             f.write(self.admin_token)
         self.api_port = free_port()
         self.admin_port = free_port()
-        self.url = "http://127.0.0.1:%d" % self.api_port
+        self.ca_file: Optional[str] = None
+        self._ctx: Optional[ssl.SSLContext] = None
+        if tls:
+            ca = tls_ca()
+            cert, key = (ca.cert, ca.key) if tls is True else tls  # type: ignore[misc]
+            self.ca_file = ca.ca
+            # The harness's own calls (readiness, admin) verify the
+            # certificate and the name 127.0.0.1 like any client.
+            self._ctx = ssl.create_default_context(cafile=ca.ca)
+            tls_args = ["--tls-cert-file=" + cert, "--tls-key-file=" + key]
+        else:
+            tls_args = ["--plaintext=all"]
+        self.url = "%s://127.0.0.1:%d" % ("https" if tls else "http", self.api_port)
         args = [
             custody_binary(),
             "serve",
@@ -107,7 +204,7 @@ class Custody:
             "--signer",
             "--policy-dir=" + os.path.join(REPO, "deploy", "base", "policies"),
             "--log-level=debug",
-        ] + list(extra_args or [])
+        ] + tls_args + list(extra_args or [])
         self.log_path = os.path.join(self.dir, "custody.log")
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
@@ -124,6 +221,11 @@ class Custody:
         with open(self.token_file(name), "w") as f:
             f.write(token + "\n")
 
+    def _conn(self, port: int, timeout: float) -> http.client.HTTPConnection:
+        if self._ctx is not None:
+            return http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout, context=self._ctx)
+        return http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+
     def _wait_ready(self, limit: float) -> None:
         deadline = time.monotonic() + limit
         last = ""
@@ -131,7 +233,7 @@ class Custody:
             if self.proc.poll() is not None:
                 raise RuntimeError("custody exited with %s:\n%s" % (self.proc.returncode, self.log_tail()))
             try:
-                conn = http.client.HTTPConnection("127.0.0.1", self.api_port, timeout=2)
+                conn = self._conn(self.api_port, 2)
                 conn.request("GET", "/readyz")
                 r = conn.getresponse()
                 body = r.read()
@@ -153,7 +255,7 @@ class Custody:
 
     def admin(self, method: str, path: str, body: Any = None) -> Tuple[int, Any]:
         """A request to the admin listener: (status, decoded JSON or None)."""
-        conn = http.client.HTTPConnection("127.0.0.1", self.admin_port, timeout=30)
+        conn = self._conn(self.admin_port, 30)
         data = json.dumps(body).encode() if body is not None else None
         hdrs = {"Authorization": "Bearer " + self.admin_token}
         if data is not None:

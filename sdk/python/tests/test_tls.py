@@ -1,19 +1,24 @@
 """TLS: a local https stand-in with certificates made here by the openssl
 CLI. The right CA is accepted, another CA and a certificate for another
 name are refused with TLSError, and only the CA file is trusted when one
-is given."""
+is given. Then the same against a real custody serve over TLS (the
+harness's test CA), and a certificate rotated under it."""
 
 from __future__ import annotations
 
+import hashlib
 import http.client
 import os
 import shutil
+import socket
 import ssl
 import subprocess
 import tempfile
+import threading
+import time
 import unittest
 import warnings
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import harness
 
@@ -173,6 +178,173 @@ class TLSTest(unittest.TestCase):
         self.assertTrue(ctx.check_hostname)
         self.assertEqual(ctx.verify_mode, ssl.CERT_REQUIRED)
         self.assertEqual(len(ctx.get_ca_certs()), 1, "only the CA file is trusted")
+
+
+def fingerprint_of(cert_file: str) -> str:
+    """The SHA-256 fingerprint of the certificate in a PEM file."""
+    with open(cert_file) as f:
+        return hashlib.sha256(ssl.PEM_cert_to_DER_cert(f.read())).hexdigest()
+
+
+def served_fingerprint(port: int, ca_file: str) -> str:
+    """The SHA-256 fingerprint of the certificate custody presents to a
+    new, verified connection to 127.0.0.1:port."""
+    ctx = ssl.create_default_context(cafile=ca_file)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            der = s.getpeercert(binary_form=True)
+    assert der is not None
+    return hashlib.sha256(der).hexdigest()
+
+
+IDS = {"a": ("agents", "runner", "pod-tls")}
+
+
+class RealCustodyTLSTest(unittest.TestCase):
+    """A real custody serve with TLS on every listener."""
+
+    srv: Optional[harness.Custody] = None
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.srv = harness.Custody(IDS, tls=True)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        if cls.srv is not None:
+            cls.srv.stop()
+
+    def client(self, srv: Optional[harness.Custody] = None, **kw: Any) -> custody.Client:
+        srv = srv or self.srv
+        assert srv is not None
+        return custody.Client(kw.pop("url", srv.url), srv.token_file("a"), method="static", **kw)
+
+    def exercise(self, c: custody.Client, tag: str) -> None:
+        """A full exchange, remember and recall, and a signer run."""
+        k = c.exchange()
+        self.assertTrue(k.key)
+        self.assertEqual((k.tenant, k.agent, k.session), IDS["a"])
+        r = c.remember("fact", "served over TLS " + tag, tags=["tls"])
+        self.assertEqual(r.status, "created")
+        self.assertIn(r.id, [m.id for m in c.recall(tag)])
+        run = c.register_run()
+        d = c.decide(run.run, "c1", "Bash", {"command": "ls /workspace"})
+        self.assertEqual(d.effect, "allow")
+        c.complete(run.run, "c1", "ok")
+        c.close_run(run.run)
+        self.assertTrue(c.run_status(run.run).closed)
+
+    def test_url_is_https(self) -> None:
+        assert self.srv is not None and self.srv.ca_file
+        self.assertTrue(self.srv.url.startswith("https://127.0.0.1:"))
+        status, _ = self.srv.admin("GET", "/v1/signer/trust")
+        self.assertEqual(status, 200, "the admin helper over https")
+
+    def test_ca_file_option(self) -> None:
+        assert self.srv is not None
+        self.exercise(self.client(ca_file=self.srv.ca_file), "option")
+
+    def test_ca_file_from_env(self) -> None:
+        assert self.srv is not None and self.srv.ca_file
+        env = {
+            "CUSTODY_URL": self.srv.url, "CUSTODY_TOKEN_FILE": self.srv.token_file("a"),
+            "CUSTODY_AUTH": "static", "CUSTODY_CA_FILE": self.srv.ca_file,
+        }
+        self.exercise(custody.Client.from_env(env), "environment")
+
+    def test_other_ca_refused(self) -> None:
+        c = self.client(ca_file=path("other-ca.pem"))
+        with self.assertRaises(custody.TLSError) as cm:
+            c.exchange()
+        self.assertIn("certificate verify failed", str(cm.exception))
+        self.assertIn("other-ca.pem", str(cm.exception))
+        self.assertEqual(cm.exception.status, 0)
+        with self.assertRaises(custody.TLSError):
+            self.client().exchange()  # the system store does not know the test CA
+
+    def test_name_mismatch_refused(self) -> None:
+        # A certificate for IP:127.0.0.1 only, reached as localhost.
+        ca = harness.tls_ca()
+        srv = harness.Custody(IDS, tls=ca.issue("IP:127.0.0.1"))
+        self.addCleanup(srv.stop)
+        local = srv.url.replace("127.0.0.1", "localhost")
+        with self.assertRaises(custody.TLSError) as cm:
+            self.client(srv, url=local, ca_file=srv.ca_file).exchange()
+        self.assertIn("mismatch", str(cm.exception).lower())
+        self.assertIn("localhost", str(cm.exception))
+        # Control: the same server and CA by the name the certificate has.
+        self.assertTrue(self.client(srv, ca_file=srv.ca_file).exchange().key)
+
+    def test_plain_http_to_tls_port(self) -> None:
+        # Go's net/http answers a plain HTTP request on a TLS listener with
+        # a bare "400 Bad Request" (body "Client sent an HTTP request to an
+        # HTTPS server."), not a TLS alert, so the SDK reports the 400 it
+        # got: BadRequest with no custody error code. Whether the token went
+        # out in clear cannot be seen from the client (it is in the request
+        # written before the answer); the server does not read past the
+        # first bytes.
+        assert self.srv is not None
+        c = self.client(url=self.srv.url.replace("https://", "http://"))
+        with self.assertRaises(custody.BadRequest) as cm:
+            c.exchange()
+        self.assertEqual((cm.exception.status, cm.exception.code), (400, ""))
+        self.assertIn("not a custody error body", str(cm.exception))
+        self.assertNotIn(self.srv.tokens["a"], str(cm.exception))
+        self.assertNotIn(self.srv.tokens["a"], repr(cm.exception.__dict__))
+
+    def test_certificate_rotation(self) -> None:
+        ca = harness.tls_ca()
+        d = tempfile.mkdtemp(prefix="custody-rotate-")
+        self.addCleanup(shutil.rmtree, d, True)
+        cert, key = ca.issue("IP:127.0.0.1,DNS:localhost", os.path.join(d, "tls.crt"), os.path.join(d, "tls.key"))
+        srv = harness.Custody(IDS, extra_args=["--tls-reload-interval=1s"], tls=(cert, key))
+        self.addCleanup(srv.stop)
+        assert srv.ca_file is not None
+        self.assertEqual(served_fingerprint(srv.api_port, srv.ca_file), fingerprint_of(cert))
+
+        # Requests, each on its own connection (the SDK's way), all along.
+        c = self.client(srv, ca_file=srv.ca_file)
+        stop = threading.Event()
+        ok = [0]
+        failures: List[BaseException] = []
+
+        def load() -> None:
+            while not stop.is_set():
+                try:
+                    c.recall("rotation")
+                    ok[0] += 1
+                except BaseException as e:  # noqa: B902 - every failure counts
+                    failures.append(e)
+                time.sleep(0.02)
+
+        t = threading.Thread(target=load, daemon=True)
+        t.start()
+        seen = [fingerprint_of(cert)]
+        try:
+            for i in range(2):
+                time.sleep(0.3)
+                # Written aside and renamed in, as the kubelet updates a Secret.
+                ca.issue("IP:127.0.0.1,DNS:localhost", cert + ".new", key + ".new")
+                want = fingerprint_of(cert + ".new")
+                os.rename(key + ".new", key)
+                os.rename(cert + ".new", cert)
+                deadline = time.monotonic() + 20
+                while served_fingerprint(srv.api_port, srv.ca_file) != want:
+                    if time.monotonic() > deadline:
+                        self.fail("rotation %d: no new connection saw the new certificate within 20 s" % (i + 1))
+                    time.sleep(0.1)
+                seen.append(want)
+                before = ok[0]
+                deadline = time.monotonic() + 10
+                while ok[0] < before + 3 and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                self.assertGreaterEqual(ok[0], before + 3, "requests stopped after rotation %d" % (i + 1))
+        finally:
+            stop.set()
+            t.join(30)
+        self.assertEqual(len(set(seen)), 3)
+        self.assertEqual(failures, [], "%d of %d requests failed across the rotations" % (len(failures), len(failures) + ok[0]))
+        self.exercise(c, "rotated")
 
 
 if __name__ == "__main__":

@@ -9,11 +9,17 @@
 // with the example policies of deploy/base/policies, the admin listener
 // with a generated admin token, and no gateway or metrics listener.
 // Nothing listens beyond 127.0.0.1.
+//
+// custody serves TLS on every listener unless told otherwise, so a Custody
+// is either plaintext (the default: --plaintext=all) or, with { tls },
+// serves a certificate issued by a test CA made once per test process with
+// the openssl CLI (testCA()).
 
 import { execFileSync, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import * as http from "node:http";
+import * as https from "node:https";
 import * as net from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -54,14 +60,67 @@ export function freePort() {
 
 const sha256 = (s) => createHash("sha256").update(s).digest("hex");
 
+function openssl(cwd, ...args) {
+  execFileSync("openssl", args, { cwd, stdio: ["ignore", "ignore", "pipe"] });
+}
+
+/**
+ * A CA made with the openssl CLI in its own directory (ca: its PEM file),
+ * issuing server certificates with issue(); cert/key are its default leaf,
+ * for IP:127.0.0.1 and DNS:localhost.
+ */
+export class TestCA {
+  constructor(name = "custody-sdk-test-ca") {
+    execFileSync("openssl", ["version"], { stdio: "ignore" }); // the openssl CLI must exist: no skipping
+    this.dir = mkdtempSync(join(tmpdir(), "custody-sdk-ts-ca-"));
+    process.once("exit", () => rmSync(this.dir, { recursive: true, force: true }));
+    this.ca = join(this.dir, "ca.pem");
+    this.caKey = join(this.dir, "ca.key");
+    this.n = 0;
+    openssl(this.dir, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+      "-keyout", this.caKey, "-out", this.ca, "-days", "2", "-subj", `/CN=${name}`,
+      "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign");
+    ({ cert: this.cert, key: this.key } = this.issue("IP:127.0.0.1,DNS:localhost"));
+  }
+
+  /**
+   * A server certificate for san (e.g. "DNS:localhost") with a fresh P-256
+   * key, written to cert and key (default: new files in the CA's
+   * directory); returns {cert, key}.
+   */
+  issue(san, cert, key) {
+    const base = join(this.dir, `leaf-${++this.n}`);
+    cert ??= `${base}.pem`;
+    key ??= `${base}.key`;
+    writeFileSync(`${base}.ext`, `subjectAltName=${san}\nbasicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n`);
+    openssl(this.dir, "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+      "-keyout", key, "-out", `${base}.csr`, "-subj", `/CN=custody-${this.n}`);
+    openssl(this.dir, "x509", "-req", "-in", `${base}.csr`, "-CA", this.ca, "-CAkey", this.caKey,
+      "-set_serial", BigInt("0x" + randomBytes(8).toString("hex")).toString(), "-out", cert, "-days", "2",
+      "-extfile", `${base}.ext`);
+    return { cert, key };
+  }
+}
+
+let theCA;
+/** The test CA and its default leaf, made once per test process. */
+export function testCA() {
+  theCA ??= new TestCA();
+  return theCA;
+}
+
 /**
  * A running `custody serve`. identities: name -> [tenant, agent, session];
- * each gets a random token in tokenFile(name).
+ * each gets a random token in tokenFile(name). opts.tls: false (default)
+ * serves plain HTTP (--plaintext=all); true serves testCA()'s default leaf
+ * on every listener; {cert, key} serves that certificate, which must be
+ * issued by testCA() for IP:127.0.0.1. With TLS, url and adminURL are https
+ * and caFile the CA to trust (else undefined).
  */
 export class Custody {
-  static async start(identities, extraArgs = []) {
+  static async start(identities, extraArgs = [], opts = {}) {
     const c = new Custody(identities);
-    await c.#start(extraArgs);
+    await c.#start(extraArgs, opts.tls ?? false);
     return c;
   }
 
@@ -84,12 +143,23 @@ export class Custody {
     return join(this.dir, `token-${name}`);
   }
 
-  async #start(extraArgs) {
+  async #start(extraArgs, tls) {
     const bin = custodyBinary();
     this.port = await freePort();
     this.adminPort = await freePort();
-    this.url = `http://127.0.0.1:${this.port}`;
-    this.adminURL = `http://127.0.0.1:${this.adminPort}`;
+    let tlsArgs = ["--plaintext=all"];
+    if (tls) {
+      const ca = testCA();
+      const { cert, key } = tls === true ? ca : tls;
+      this.caFile = ca.ca;
+      // The harness's own calls (readiness, admin) verify the certificate
+      // and the name 127.0.0.1 like any client.
+      this.ca = readFileSync(ca.ca);
+      tlsArgs = ["--tls-cert-file", cert, "--tls-key-file", key];
+    }
+    const scheme = tls ? "https" : "http";
+    this.url = `${scheme}://127.0.0.1:${this.port}`;
+    this.adminURL = `${scheme}://127.0.0.1:${this.adminPort}`;
     const args = [
       "serve",
       "--data-dir", join(this.dir, "data"),
@@ -101,6 +171,7 @@ export class Custody {
       "--static-tokens-file", join(this.dir, "tokens.yaml"),
       "--kubernetes-auth=false",
       "--policy-dir", join(REPO, "deploy", "base", "policies"),
+      ...tlsArgs,
       ...extraArgs,
     ];
     this.logFile = join(this.dir, "custody.log");
@@ -112,7 +183,7 @@ export class Custody {
     for (;;) {
       if (this.proc.exitCode !== null) throw new Error(`custody exited ${this.proc.exitCode}:\n${this.log()}`);
       try {
-        const r = await request("GET", this.url + "/readyz");
+        const r = await request("GET", this.url + "/readyz", undefined, {}, { ca: this.ca });
         if (r.status === 200) return;
       } catch {
         // not listening yet
@@ -132,12 +203,13 @@ export class Custody {
 
   /** A call on the admin listener with the admin token; returns {status, body}. */
   admin(method, path, body) {
-    return request(method, this.adminURL + path, body, { Authorization: `Bearer ${this.adminToken}` });
+    return request(method, this.adminURL + path, body, { Authorization: `Bearer ${this.adminToken}` }, { ca: this.ca });
   }
 
-  /** Config for a Client speaking as identity name. */
+  /** Config for a Client speaking as identity name (trusting caFile with TLS). */
   config(name, extra = {}) {
-    return { url: this.url, tokenFile: this.tokenFile(name), method: "static", ...extra };
+    const ca = this.caFile ? { caFile: this.caFile } : {};
+    return { url: this.url, tokenFile: this.tokenFile(name), method: "static", ...ca, ...extra };
   }
 
   async stop() {
@@ -151,8 +223,11 @@ export class Custody {
   }
 }
 
-/** A plain HTTP request (no SDK): resolves {status, headers, body}. */
-export function request(method, url, body, headers = {}) {
+/**
+ * A request without the SDK, over http or (for an https URL, trusting
+ * opts.ca, PEM) https: resolves {status, headers, body}.
+ */
+export function request(method, url, body, headers = {}, opts = {}) {
   return new Promise((resolve, reject) => {
     const data = body === undefined ? undefined : Buffer.from(typeof body === "string" ? body : JSON.stringify(body));
     const h = { ...headers };
@@ -160,7 +235,8 @@ export function request(method, url, body, headers = {}) {
       h["Content-Type"] = "application/json";
       h["Content-Length"] = String(data.length);
     }
-    const r = http.request(url, { method, headers: h, agent: false }, (res) => {
+    const tls = url.startsWith("https:") ? { ca: opts.ca, minVersion: "TLSv1.2" } : {};
+    const r = (url.startsWith("https:") ? https : http).request(url, { method, headers: h, agent: false, ...tls }, (res) => {
       const chunks = [];
       res.on("data", (c) => chunks.push(c));
       res.on("end", () => {
