@@ -19,7 +19,7 @@ import (
 // certificate (mutual TLS, --admin-client-ca-file on the server), and the
 // CA bundle trusted for an https URL.
 type adminConn struct {
-	url, tokenFile, caFile, certFile, keyFile string
+	url, tokenFile, caFile, certFile, keyFile, serverName string
 }
 
 func (a *adminConn) register(fs *pflag.FlagSet, defaultURL, tokenHelp string) {
@@ -28,6 +28,7 @@ func (a *adminConn) register(fs *pflag.FlagSet, defaultURL, tokenHelp string) {
 	fs.StringVar(&a.caFile, "ca-file", "", "PEM CA bundle trusted for an https --admin (and the gateway, for exec) instead of the system roots (default: $CUSTODY_CA_FILE)")
 	fs.StringVar(&a.certFile, "client-cert-file", "", "PEM client certificate presented to the admin listener (mutual TLS), with --client-key-file")
 	fs.StringVar(&a.keyFile, "client-key-file", "", "PEM private key of --client-cert-file")
+	fs.StringVar(&a.serverName, "tls-server-name", "", "name to verify the admin listener's certificate against instead of --admin's host (e.g. custody.custody-system.svc when --admin is a pod address)")
 }
 
 // resolve fills caFile from $CUSTODY_CA_FILE when unset, and checks the
@@ -82,6 +83,7 @@ func (a *adminConn) httpClient(timeout time.Duration) (*http.Client, error) {
 		}
 		cfg.Certificates = []tls.Certificate{pair}
 	}
+	cfg.ServerName = a.serverName
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.TLSClientConfig = cfg
 	return &http.Client{Timeout: timeout, Transport: t}, nil

@@ -49,6 +49,17 @@ const (
 	custodySelect = "app.kubernetes.io/name=custody"
 )
 
+// As the sandbox's processes (sandboxd's container) reach custody: the
+// gateway by Service name over TLS, and custody's CA (ConfigMap
+// custody-ca, mounted there by the overlay) for --sandbox-ca-file.
+var (
+	SandboxGatewayURL = fmt.Sprintf("https://custody.custody-system.svc.cluster.local:%d", GatewayPort)
+	SandboxEgressURL  = fmt.Sprintf("http://custody.custody-system.svc.cluster.local:%d", EgressPort)
+)
+
+// SandboxCAFile is custody's CA in sandboxd's container.
+const SandboxCAFile = "/var/run/secrets/custody-ca/ca.crt"
+
 // Options configure [Deploy].
 type Options struct {
 	// Dir holds the overlay, the keys and the built binaries. Required.
@@ -88,6 +99,7 @@ type Deployment struct {
 	MCPIP, MCPCallsURL string
 	mcpURL             string
 	mcpCredential      string
+	caFile             string // the harness CA custody-tls chains to, on this host
 	// StoreAddr is the store as pods reach it:
 	// postgres.custody-store.svc.cluster.local:5432.
 	StoreAddr string
@@ -158,12 +170,15 @@ func Deploy(ctx context.Context, c *realnode.Cluster, opts Options) (_ *Deployme
 	}
 	d.Pod = pod
 	ip := pod.Status.PodIP
+	// TLS on every listener but the egress proxy; the harness's clients
+	// verify fixture.ServerName at the pod's address.
 	d.Custody = &fixture.Custody{
-		URL:        fmt.Sprintf("http://%s:%d", ip, APIPort),
-		GatewayURL: fmt.Sprintf("http://%s:%d", ip, GatewayPort),
+		URL:        fmt.Sprintf("https://%s:%d", ip, APIPort),
+		CAFile:     d.caFile,
+		GatewayURL: fmt.Sprintf("https://%s:%d", ip, GatewayPort),
 		EgressURL:  fmt.Sprintf("http://%s:%d", ip, EgressPort),
-		AdminURL:   fmt.Sprintf("http://%s:%d", ip, AdminPort),
-		MetricsURL: fmt.Sprintf("http://%s:%d", ip, MetricsPort),
+		AdminURL:   fmt.Sprintf("https://%s:%d", ip, AdminPort),
+		MetricsURL: fmt.Sprintf("https://%s:%d", ip, MetricsPort),
 		AdminToken: adminToken,
 		Log:        filepath.Join(opts.Dir, "custody.log"),
 	}

@@ -113,9 +113,13 @@ patches:
           command: ["/sandboxd", "--grpc-port", "50051", "--rest-port", "50052", "--root-dir", "/workspace", "--shutdown-timeout", "2s"]
           volumeMounts:
             - {name: workspace, mountPath: /workspace}
+            - {name: custody-ca, mountPath: /var/run/secrets/custody-ca, readOnly: true}
       - op: add
         path: /spec/podTemplate/spec/volumes/-
         value: {name: workspace, emptyDir: {}}
+      - op: add
+        path: /spec/podTemplate/spec/volumes/-
+        value: {name: custody-ca, configMap: {name: custody-ca}}
 `))
 
 // build writes the overlay into dir/overlay and returns its kustomize

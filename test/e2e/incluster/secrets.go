@@ -22,9 +22,29 @@ import (
 // returns the admin token.
 func (d *Deployment) secrets(ctx context.Context, opts Options) (string, error) {
 	kube := d.cluster.CP.Kube
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fixture.CustodyNS}}
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return "", fmt.Errorf("incluster: namespace %s: %w", fixture.CustodyNS, err)
+	for _, name := range []string{fixture.CustodyNS, fixture.Namespace} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("incluster: namespace %s: %w", name, err)
+		}
+	}
+	// custody's serving certificate, as deploy/ expects it (Secret
+	// custody-tls; the sandboxes' ConfigMap custody-ca), from the
+	// harness CA: the names of its Service, for the sandboxes.
+	tlsFiles, err := fixture.IssueServing(filepath.Join(opts.Dir, "tls"), "custody", "custody.custody-system", "custody.custody-system.svc.cluster.local")
+	if err != nil {
+		return "", fmt.Errorf("incluster: serving certificate: %w", err)
+	}
+	d.caFile = tlsFiles.CA
+	tlsData := map[string][]byte{}
+	for key, f := range map[string]string{"tls.crt": tlsFiles.Cert, "tls.key": tlsFiles.Key, "ca.crt": tlsFiles.CA} {
+		if tlsData[key], err = os.ReadFile(f); err != nil {
+			return "", err
+		}
+	}
+	ca := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "custody-ca", Namespace: fixture.Namespace}, Data: map[string]string{"ca.crt": string(tlsData["ca.crt"])}}
+	if _, err := kube.CoreV1().ConfigMaps(fixture.Namespace).Create(ctx, ca, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("incluster: configmap custody-ca: %w", err)
 	}
 	host, err := url.Parse(d.pgURL)
 	if err != nil {
@@ -55,6 +75,7 @@ func (d *Deployment) secrets(ctx context.Context, opts Options) (string, error) 
 		"custody-keys":          keys,
 		"custody-provider-keys": {"anthropic": []byte(opts.ProviderKey)},
 		"custody-admin":         {"token": []byte(admin)},
+		"custody-tls":           tlsData,
 		"custody-mcp": {
 			"docs": []byte(d.mcpCredential),
 			"upstreams.yaml": []byte("upstreams:\n  - name: docs\n    url: " + d.mcpURL +
@@ -66,6 +87,6 @@ func (d *Deployment) secrets(ctx context.Context, opts Options) (string, error) 
 			return "", fmt.Errorf("incluster: secret %s: %w", name, err)
 		}
 	}
-	d.step("secrets: custody-database (-> %s), custody-keys (%d files from custody keys init), custody-provider-keys, custody-admin, custody-mcp (upstream docs and its credential)", inCluster.Redacted(), len(keys))
+	d.step("secrets: custody-database (-> %s), custody-keys (%d files from custody keys init), custody-provider-keys, custody-admin, custody-mcp (upstream docs and its credential), custody-tls (serving certificate for %s from the harness CA) and ConfigMap %s/custody-ca", inCluster.Redacted(), len(keys), fixture.ServerName, fixture.Namespace)
 	return admin, nil
 }

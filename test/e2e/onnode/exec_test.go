@@ -1,7 +1,6 @@
 package onnode
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -30,14 +29,14 @@ func TestExecTwoRunsInSandboxPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stop()
-	gw := fmt.Sprintf("http://custody.custody-system.svc.cluster.local:%d", incluster.GatewayPort)
+	gw := incluster.SandboxGatewayURL
 	before, _, err := dep.ProviderSeen(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var toks []string
 	for i, run := range []string{"exec2-a", "exec2-b"} {
-		r, err := fixture.ExecVia(ctx, dep.Bin, addrs[0], gw, dep.Custody, run, "/probe", "-copy-token-to", "/workspace/"+run)
+		r, err := fixture.ExecWith(ctx, dep.Bin, addrs[0], gw, dep.Custody, fixture.ExecRun{RunID: run, Agent: run, SandboxCAFile: incluster.SandboxCAFile}, "/probe", "-copy-token-to", "/workspace/"+run)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,7 +37,7 @@ func (b bearerRun) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+b.key)
 	r.Header.Set("Custody-Run", b.run)
-	return http.DefaultTransport.RoundTrip(r)
+	return fixture.HTTPClient().Transport.RoundTrip(r) // trusts the harness CA
 }
 
 func toolText(r *mcp.CallToolResult) string {

@@ -21,6 +21,9 @@ type execSandbox struct {
 	// sandboxd is its gRPC address as custody exec reaches it;
 	// gatewayURL the gateway as processes in the sandbox reach it.
 	sandboxd, gatewayURL string
+	// caFile is custody's CA as the sandbox's processes see it ("" for
+	// a sandboxd on this host: the Custody's own CAFile).
+	caFile string
 	// probe is the agent binary's path in the sandbox.
 	probe string
 	// leakPath is where a process in the sandbox writes a file named
@@ -73,7 +76,8 @@ func podSandbox(ctx context.Context, env *fixture.Env, d *incluster.Deployment) 
 	return &execSandbox{
 		desc:       fmt.Sprintf("sandboxd in pod %s of claim exec (port-forward %s)", pod.Name, addrs[0]),
 		sandboxd:   addrs[0],
-		gatewayURL: fmt.Sprintf("http://custody.custody-system.svc.cluster.local:%d", incluster.GatewayPort),
+		gatewayURL: incluster.SandboxGatewayURL,
+		caFile:     incluster.SandboxCAFile,
 		probe:      "/probe",
 		leakPath:   func(n string) string { return "/workspace/" + n },
 		readLeak: func(ctx context.Context, n string) ([]byte, error) {
@@ -101,13 +105,16 @@ func (x *execSandbox) execWith(ctx context.Context, bin string, c *fixture.Custo
 	if gw == "" {
 		gw = c.GatewayURL
 	}
+	if run.SandboxCAFile == "" {
+		run.SandboxCAFile = x.caFile
+	}
 	return fixture.ExecWith(ctx, bin, x.sandboxd, gw, c, run, append([]string{x.probe}, args...)...)
 }
 
 // egressURL is the egress proxy as processes in the sandbox reach it.
 func (x *execSandbox) egressURL(c *fixture.Custody) string {
 	if x.gatewayURL != "" { // in a pod: by custody's Service name
-		return fmt.Sprintf("http://custody.custody-system.svc.cluster.local:%d", incluster.EgressPort)
+		return incluster.SandboxEgressURL
 	}
 	return c.EgressURL
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/agentcustody/custody/internal/tlsfile"
 )
 
 // exchangeLoop exchanges the token file's content at base every period
@@ -18,7 +20,14 @@ func exchangeLoop(base, tokenFile string, period time.Duration) {
 		fmt.Fprintln(os.Stderr, "probe: CUSTODY_URL and CUSTODY_TOKEN_FILE must be set")
 		os.Exit(3)
 	}
-	client := &http.Client{Timeout: 3 * time.Second}
+	// An https CUSTODY_URL is trusted with CUSTODY_CA_FILE, as the
+	// custody SDKs do.
+	tc, err := tlsfile.ClientConfig(os.Getenv("CUSTODY_CA_FILE"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "probe: CUSTODY_CA_FILE:", err)
+		os.Exit(3)
+	}
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
 	last := ""
 	for {
 		out := exchangeOnce(client, base, tokenFile)
