@@ -1,8 +1,9 @@
 # custody — see README.md.
 #   make demo     the main job: build the local control plane, run custody,
 #                 and check the identity, memory, gateway and signer scenarios
-#   make test     every test (unit, end-to-end, and the official provider SDKs
-#                 against the gateway), under the race detector
+#   make test     every test (unit, end-to-end, the official provider SDKs
+#                 against the gateway, under the race detector; then the
+#                 Python and TypeScript SDKs against a real custody serve)
 #   make cluster  run the local control plane and a real node in the
 #                 foreground (Ctrl-C stops and restores the host)
 #   make node-binaries  build and smoke-check the real node's binaries (cached)
@@ -54,6 +55,7 @@ test: vet controlplane node-binaries sdk-deps postgres
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v /test/e2e/onnode)
 	$(GO) test -race -count=1 -timeout 30m -v ./test/e2e/onnode
 	cd test/sdk && $(GO) test -race -count=1 -timeout 10m ./...
+	$(MAKE) sdk-python-test sdk-ts-test
 
 # The Python SDK (sdk/python) against a real custody serve built here,
 # on 127.0.0.1 only; needs python3 (3.9+) and the openssl CLI, nothing
