@@ -28,7 +28,7 @@ type env struct {
 	r     *tlsfile.Reloader
 }
 
-func newEnv(t *testing.T, clientCA bool) *env {
+func newEnv(t testing.TB, clientCA bool) *env {
 	t.Helper()
 	ca, err := tlsfiletest.NewCA("test CA")
 	if err != nil {
