@@ -46,9 +46,12 @@ type Config struct {
 	// instead of the system roots (TLS 1.2 or later, the name checked).
 	// Ignored when HTTPClient is set. Empty: the system roots.
 	CAFile string
-	// HTTPClient defaults to a client with a 30 s timeout that trusts
-	// CAFile.
+	// HTTPClient defaults to a client that trusts CAFile. A client of
+	// your own should leave its Timeout zero: Timeout bounds requests.
 	HTTPClient *http.Client
+	// Timeout bounds each request, reading the answer included. Default
+	// 30 s; WaitApproval's request gets its wait on top.
+	Timeout time.Duration
 	// RefreshBefore re-exchanges this long before the key's expiry.
 	// Default 1 minute.
 	RefreshBefore time.Duration
@@ -137,7 +140,10 @@ func New(cfg Config) (*Client, error) {
 		}
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.TLSClientConfig = tc
-		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second, Transport: t}
+		cfg.HTTPClient = &http.Client{Transport: t}
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
 	}
 	if cfg.RefreshBefore <= 0 {
 		cfg.RefreshBefore = time.Minute
@@ -218,7 +224,14 @@ func (c *Client) authed(ctx context.Context, method string, path func(Key) strin
 	return err
 }
 
+// longerRequest is the context key of a request's time on top of
+// Config.Timeout (a WaitApproval's wait).
+type longerRequest struct{}
+
 func (c *Client) do(ctx context.Context, method, path, key string, body any, hdr http.Header, out any) error {
+	extra, _ := ctx.Value(longerRequest{}).(time.Duration)
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout+extra)
+	defer cancel()
 	var rd io.Reader
 	switch b := body.(type) {
 	case nil:

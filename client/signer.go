@@ -105,12 +105,13 @@ func (c *Client) RequestApproval(ctx context.Context, run, callID, tool string, 
 }
 
 // WaitApproval reads an approval, waiting up to wait (at most 60 s) while
-// it is pending.
+// it is pending; the request may take Config.Timeout longer than wait.
 func (c *Client) WaitApproval(ctx context.Context, run, id string, wait time.Duration) (Approval, error) {
 	var out Approval
 	path := "/" + url.PathEscape(run) + "/approvals/" + url.PathEscape(id)
 	if wait > 0 {
 		path += "?wait=" + strconv.Itoa(int(wait/time.Second))
+		ctx = context.WithValue(ctx, longerRequest{}, wait)
 	}
 	return out, c.signer(ctx, http.MethodGet, path, nil, &out)
 }

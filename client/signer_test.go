@@ -101,3 +101,34 @@ func TestDecideDoesNotRetryOtherUnavailable(t *testing.T) {
 		t.Fatalf("Decide = %v after %d calls, want log_conflict at once", err, calls.Load())
 	}
 }
+
+// TestWaitApprovalOutlastsTimeout: Config.Timeout bounds a request, but
+// WaitApproval's request may take its wait on top (a 60 s wait under the
+// default 30 s timeout was cut short); other calls stay bounded.
+func TestWaitApprovalOutlastsTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/auth/kubernetes":
+			json.NewEncoder(w).Encode(map[string]any{"key": "ck_test", "expires_at": time.Now().Add(time.Hour)})
+		case "/v1/signer/runs/r1/approvals/a1", "/v1/signer/runs/r1/status":
+			time.Sleep(time.Second) // custody holding a pending approval
+			w.Write([]byte(`{"id":"a1","state":"approved"}`))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	tok := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tok, []byte("projected-token"), 0o600)
+	c, err := New(Config{URL: srv.URL, TokenFile: tok, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if a, err := c.WaitApproval(ctx, "r1", "a1", 2*time.Second); err != nil || a.State != "approved" {
+		t.Fatalf("WaitApproval = %+v, %v; want approved after the server's 1 s", a, err)
+	}
+	if _, err := c.RunStatus(ctx, "r1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("RunStatus against a 1 s answer with a 300ms Timeout = %v, want a deadline error", err)
+	}
+}
