@@ -94,7 +94,10 @@ type ServeConfig struct {
 	// Witnesses are "VKEY@URL" (the witness's C2SP vkey and submission
 	// URL); WitnessQuorum is how many cosignatures trust.json requires
 	// (default: all of them).
-	Witnesses     []string
+	Witnesses []string
+	// WitnessCAFile is a PEM CA bundle trusted for https witness URLs
+	// instead of the system roots. Empty: the system roots.
+	WitnessCAFile string
 	WitnessQuorum int
 	// MetricsListen serves Prometheus /metrics, /healthz and /readyz.
 	// Default ":8868"; empty disables it.
@@ -274,6 +277,7 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.SignerIdle, "signer-idle", c.SignerIdle, "close a run after this long without calls (idle_s), with a signed run.closing of reason idle_timeout")
 	fs.DurationVar(&c.ApprovalTTL, "approval-ttl", c.ApprovalTTL, "how long a signer approval can be approved and consumed after it was requested (1s to 168h); a pending one pauses its run's idle clock")
 	fs.StringSliceVar(&c.Witnesses, "witness", c.Witnesses, "a witness as VKEY@URL (C2SP vkey and tlog-witness URL), repeatable")
+	fs.StringVar(&c.WitnessCAFile, "witness-ca-file", c.WitnessCAFile, "PEM CA bundle trusted for https --witness URLs instead of the system roots")
 	fs.IntVar(&c.WitnessQuorum, "witness-quorum", c.WitnessQuorum, "witness cosignatures trust.json requires (-1: all configured witnesses)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "listener for Prometheus /metrics, /healthz and /readyz; empty disables it")
 	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory for the embedded SQLite database and default key files (created 0700)")

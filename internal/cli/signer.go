@@ -15,6 +15,7 @@ import (
 
 	"github.com/agentcustody/custody/internal/policy"
 	"github.com/agentcustody/custody/internal/signer"
+	"github.com/agentcustody/custody/internal/tlsfile"
 	"github.com/agentcustody/custody/internal/witness"
 	"github.com/agentcustody/custody/verify"
 )
@@ -105,8 +106,14 @@ func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.
 	if opts.WitnessQuorum < 0 {
 		opts.WitnessQuorum = len(ws)
 	}
+	tc, err := tlsfile.ClientConfig(cfg.WitnessCAFile)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--witness-ca-file: %w", err)}
+	}
+	wt := http.DefaultTransport.(*http.Transport).Clone()
+	wt.TLSClientConfig = tc
 	for _, w := range ws {
-		opts.Witnesses = append(opts.Witnesses, &witness.Client{URL: w.url, Name: w.name, HTTPClient: &http.Client{Timeout: 30 * time.Second}})
+		opts.Witnesses = append(opts.Witnesses, &witness.Client{URL: w.url, Name: w.name, HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: wt}})
 		opts.TrustedWitnesses = append(opts.TrustedWitnesses, verify.TrustedWitness{Name: w.name, VKey: w.vkey})
 	}
 	if onBadCosignature != nil {

@@ -3,12 +3,11 @@ package cli
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/agentcustody/custody/internal/store/postgres"
 	"github.com/agentcustody/custody/internal/store/sqlite"
+	"github.com/agentcustody/custody/internal/tlsfile"
 	"github.com/agentcustody/custody/internal/witness"
 	"github.com/agentcustody/custody/verify"
 )
@@ -50,6 +50,12 @@ type WitnessConfig struct {
 	Logs []string
 	// LogLevel is debug, info, warn or error. Default "info".
 	LogLevel string
+	// TLSCertFile and TLSKeyFile are the PEM serving certificate and key,
+	// re-read every 10 s (package tlsfile). Required unless Plaintext.
+	TLSCertFile, TLSKeyFile string
+	// Plaintext serves plain HTTP (behind a TLS-terminating proxy, or on
+	// loopback).
+	Plaintext bool
 }
 
 // WitnessDefaults returns the default witness configuration.
@@ -66,6 +72,9 @@ func (c *WitnessConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "Ed25519 PEM signing key, created 0600 if missing (default <data-dir>/witness-ed25519.pem)")
 	fs.StringArrayVar(&c.Logs, "log", c.Logs, "log to follow as ORIGIN=VKEY (the log's note verifier key); repeatable")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "PEM serving certificate (leaf first), re-read every 10s; required unless --plaintext")
+	fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "PEM private key of --tls-cert-file")
+	fs.BoolVar(&c.Plaintext, "plaintext", c.Plaintext, "serve plain HTTP instead of TLS (behind a TLS-terminating proxy, or on loopback)")
 }
 
 // Validate checks c and returns the logs to follow.
@@ -78,6 +87,12 @@ func (c *WitnessConfig) Validate() ([]witness.LogConfig, error) {
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		return nil, err
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return nil, errors.New("--tls-cert-file and --tls-key-file go together")
+	}
+	if c.TLSCertFile == "" && !c.Plaintext {
+		return nil, errors.New("no TLS certificate: set --tls-cert-file and --tls-key-file, or --plaintext")
 	}
 	if len(c.Logs) == 0 {
 		return nil, errors.New("at least one --log ORIGIN=VKEY is required")
@@ -180,31 +195,16 @@ func serveWitness(ctx context.Context, cfg WitnessConfig, logs []witness.LogConf
 		origins[i] = l.Origin
 	}
 	log.Info("witness ready", "name", w.Name(), "vkey", w.VerifierKey(), "logs", strings.Join(origins, ","))
-	return runWitnessServer(ctx, cfg.Listen, w.Handler(), log)
-}
-
-// runWitnessServer serves h on addr until ctx is done, then shuts down
-// gracefully (10 s).
-func runWitnessServer(ctx context.Context, addr string, h http.Handler, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("witness listener: %w", err)
+	srv := &namedServer{name: "witness", addr: cfg.Listen, handler: w.Handler()}
+	if cfg.TLSCertFile != "" {
+		r, err := tlsfile.New(tlsfile.Options{CertFile: cfg.TLSCertFile, KeyFile: cfg.TLSKeyFile, Log: log})
+		if err != nil {
+			return usageError{err}
+		}
+		go r.Run(ctx)
+		srv.tls = r.ServerConfig(tls.NoClientCert)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second}
-	log.Info("listening", "listener", "witness", "addr", ln.Addr().String())
-	done := make(chan error, 1)
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		done <- srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("witness listener: %w", err)
-	}
-	err = <-done
-	log.Info("stopped")
-	return err
+	return runServers(ctx, []*namedServer{srv}, 30*time.Second, log)
 }
 
 func newWitnessKeyCmd(env Env) *cobra.Command {

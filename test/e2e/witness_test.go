@@ -17,9 +17,10 @@ import (
 	"github.com/agentcustody/custody/verify"
 )
 
-// startWitness runs `custody witness serve` for the log origin/vkey and
-// returns its URL and vkey.
-func startWitness(t *testing.T, ctx context.Context, dir, origin, logVKey string) (url, vkey string) {
+// startWitness runs `custody witness serve` for the log origin/vkey over
+// TLS (a harness CA certificate) and returns its URL and vkey, and the
+// custody serve flag that trusts its CA.
+func startWitness(t *testing.T, ctx context.Context, dir, origin, logVKey string) (url, vkey, caFlag string) {
 	t.Helper()
 	ports, err := fixture.FreePorts(1)
 	if err != nil {
@@ -35,17 +36,21 @@ func startWitness(t *testing.T, ctx context.Context, dir, origin, logVKey string
 	if err != nil {
 		t.Fatal(err)
 	}
+	files, err := fixture.IssueServing(filepath.Join(dir, "tls"), "127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command(custodyBin, "witness", "serve", "--listen", addr, "--data-dir", dir, "--name", "w1.example",
-		"--key-file", keyFile, "--log", origin+"="+logVKey)
+		"--key-file", keyFile, "--log", origin+"="+logVKey, "--tls-cert-file", files.Cert, "--tls-key-file", files.Key)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait(); logf.Close() })
-	url = "http://" + addr
+	url = "https://" + addr
 	if err := fixture.Poll(ctx, 15*time.Second, func() (bool, error) {
-		resp, err := http.Get(url + "/healthz")
+		resp, err := fixture.HTTPClient().Get(url + "/healthz")
 		if err != nil {
 			return false, nil
 		}
@@ -54,7 +59,7 @@ func startWitness(t *testing.T, ctx context.Context, dir, origin, logVKey string
 	}); err != nil {
 		t.Fatalf("witness did not start: %v", err)
 	}
-	return url, out
+	return url, out, "--witness-ca-file=" + files.CA
 }
 
 // TestWitnessCosignsAndDetectsRollback: custody's signer sends checkpoints
@@ -85,7 +90,7 @@ func TestWitnessCosignsAndDetectsRollback(t *testing.T) {
 	if err := os.MkdirAll(wdir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	wURL, wVKey := startWitness(t, ctx, wdir, tr0.Log.Origin, tr0.Log.Keys[0].NoteVerifier)
+	wURL, wVKey, wCA := startWitness(t, ctx, wdir, tr0.Log.Origin, tr0.Log.Keys[0].NoteVerifier)
 
 	// Back up the signer's database while its log is small.
 	data := filepath.Join(base, "data")
@@ -94,7 +99,7 @@ func TestWitnessCosignsAndDetectsRollback(t *testing.T) {
 		t.Fatalf("backup: %v %s", err, out)
 	}
 
-	srv, err = startCustody(ctx, "witnessed", "--witness="+wVKey+"@"+wURL)
+	srv, err = startCustody(ctx, "witnessed", "--witness="+wVKey+"@"+wURL, wCA)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +157,7 @@ func TestWitnessCosignsAndDetectsRollback(t *testing.T) {
 	if out, err := exec.Command("cp", "-a", backup, data).CombinedOutput(); err != nil {
 		t.Fatalf("restore: %v %s", err, out)
 	}
-	srv, err = startCustody(ctx, "witnessed", "--witness="+wVKey+"@"+wURL)
+	srv, err = startCustody(ctx, "witnessed", "--witness="+wVKey+"@"+wURL, wCA)
 	if err != nil {
 		t.Fatal(err)
 	}
