@@ -48,6 +48,8 @@ func TestUsageErrors(t *testing.T) {
 		{"bad log level", []string{"serve", "--log-level=loud"}, "log-level"},
 		{"client without env", []string{"login"}, "CUSTODY_URL"},
 		{"unknown command", []string{"frobnicate"}, "unknown command"},
+		{"witness without TLS", []string{"witness", "serve", "--name=w1.example", "--log=o=v"}, "no TLS certificate"},
+		{"witness half a pair", []string{"witness", "serve", "--name=w1.example", "--log=o=v", "--tls-cert-file=c.pem"}, "go together"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCLI(t, ctx, noEnv, "", tc.args...)
