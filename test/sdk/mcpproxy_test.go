@@ -92,7 +92,7 @@ func TestMCPProxyNodeClient(t *testing.T) {
 	srv := exec.Command(custodyBin, "serve",
 		"--listen="+apiAddr, "--metrics-listen="+metricsAddr, "--gateway-listen=",
 		"--data-dir="+filepath.Join(dir, "data"), "--kubernetes-auth=false", "--static-tokens-file="+static,
-		"--policy-dir="+filepath.Join(dir, "policies"), "--mcp-upstreams="+upstreams, "--log-level=debug")
+		"--policy-dir="+filepath.Join(dir, "policies"), "--mcp-upstreams="+upstreams, "--log-level=debug", "--plaintext=all")
 	srv.Stdout, srv.Stderr = logf, logf
 	srv.Env = append(os.Environ(), "KUBECONFIG=")
 	srv.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
