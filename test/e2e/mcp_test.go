@@ -9,6 +9,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentcustody/custody/internal/mcptool/mcptooltest"
+	"github.com/agentcustody/custody/test/e2e/fixture"
 )
 
 // TestMCPWithExchangedKey: an agent exchanges its pod's token and uses the
@@ -19,7 +20,7 @@ func TestMCPWithExchangedKey(t *testing.T) {
 	k := keyOf(t, exchange(t, ctx, custody.URL, podToken(t, ctx, pod)))
 
 	connect := func(key string) (*mcp.ClientSession, error) {
-		return mcptooltest.Connect(ctx, custody.URL+"/mcp", nil, key)
+		return mcptooltest.Connect(ctx, custody.URL+"/mcp", fixture.HTTPClient(), key)
 	}
 	if _, err := connect("ck_not-a-key"); err == nil {
 		t.Fatal("MCP connect with a bad key succeeded")
