@@ -107,3 +107,55 @@ func TestAttackResumptionAfterClientCARotation(t *testing.T) {
 		t.Fatal("a session of a CA no longer trusted resumed without a certificate")
 	}
 }
+
+// TestAttackClientCABrokenKeepsVerifying: a client CA bundle that turns
+// garbage, empty or unreadable under a running server leaves the last
+// good bundle verifying client certificates (never a configuration
+// without ClientCAs, which Go would verify against the system roots).
+func TestAttackClientCABrokenKeepsVerifying(t *testing.T) {
+	other, err := tlsfiletest.NewCA("other CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		break_ func(t *testing.T, path string)
+	}{
+		{"garbage", func(t *testing.T, path string) { replace(t, path, []byte("-----BEGIN CERTIFICATE-----\nnot base64\n")) }},
+		{"empty", func(t *testing.T, path string) { replace(t, path, nil) }},
+		{"unreadable", func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t, true)
+			addr := serve(t, e.r.ServerConfig(tls.RequireAndVerifyClientCert))
+			withCert := func(ca *tlsfiletest.CA) *tls.Config {
+				cert, key, err := ca.Issue(tlsfiletest.Leaf{Names: []string{"operator"}, Client: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				pair, err := tls.X509KeyPair(cert, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cfg := clientConfig(t, e.files.CA)
+				cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
+				return cfg
+			}
+			good, bad := withCert(e.ca), withCert(other)
+			c.break_(t, e.files.CA)
+			if _, err := e.r.Reload(); err == nil {
+				t.Fatal("Reload() = nil error for a broken client CA file")
+			}
+			if _, err := dial(t, addr, "custody.test", good); err != nil {
+				t.Errorf("operator of the last good CA refused: %v", err)
+			}
+			if _, err := dial(t, addr, "custody.test", bad); err == nil {
+				t.Error("another CA's certificate accepted after the bundle broke")
+			}
+		})
+	}
+}
