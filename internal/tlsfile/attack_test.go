@@ -118,8 +118,8 @@ func TestAttackClientCABrokenKeepsVerifying(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		name  string
-		break_ func(t *testing.T, path string)
+		name   string
+		spoil func(t *testing.T, path string)
 	}{
 		{"garbage", func(t *testing.T, path string) { replace(t, path, []byte("-----BEGIN CERTIFICATE-----\nnot base64\n")) }},
 		{"empty", func(t *testing.T, path string) { replace(t, path, nil) }},
@@ -146,7 +146,7 @@ func TestAttackClientCABrokenKeepsVerifying(t *testing.T) {
 				return cfg
 			}
 			good, bad := withCert(e.ca), withCert(other)
-			c.break_(t, e.files.CA)
+			c.spoil(t, e.files.CA)
 			if _, err := e.r.Reload(); err == nil {
 				t.Fatal("Reload() = nil error for a broken client CA file")
 			}
