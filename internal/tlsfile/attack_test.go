@@ -118,7 +118,7 @@ func TestAttackClientCABrokenKeepsVerifying(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		name   string
+		name  string
 		spoil func(t *testing.T, path string)
 	}{
 		{"garbage", func(t *testing.T, path string) { replace(t, path, []byte("-----BEGIN CERTIFICATE-----\nnot base64\n")) }},
