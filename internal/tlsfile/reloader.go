@@ -8,10 +8,12 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -86,7 +88,7 @@ func (r *Reloader) Reload() (changed bool, err error) {
 	data := make([][]byte, len(files))
 	h := sha256.New()
 	for i, f := range files {
-		if data[i], err = os.ReadFile(f); err != nil {
+		if data[i], err = readFile(f); err != nil {
 			return false, r.failed(fmt.Errorf("tls: read %s: %w", f, err))
 		}
 		fmt.Fprintf(h, "%d:", len(data[i]))
@@ -109,6 +111,41 @@ func (r *Reloader) Reload() (changed bool, err error) {
 			"subject", next.cert.Leaf.Subject.String(), "not_after", next.cert.Leaf.NotAfter)
 	}
 	return true, nil
+}
+
+// maxFileSize bounds each file read (a CA bundle with every public root
+// is under 300 KiB).
+const maxFileSize = 4 << 20
+
+// errNotRegular is returned (wrapped) for a path that is not a regular
+// file after symlinks.
+var errNotRegular = errors.New("not a regular file")
+
+// readFile reads a regular file of at most maxFileSize bytes. It opens
+// without blocking and refuses anything else, so a FIFO, a device or a
+// directory put in a file's place fails the reload at once instead of
+// holding Reload (and its mutex) forever or reading without end.
+func readFile(name string) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w (%v)", name, errNotRegular, fi.Mode().Type())
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxFileSize {
+		return nil, fmt.Errorf("%s: over %d bytes", name, maxFileSize)
+	}
+	return b, nil
 }
 
 func (r *Reloader) failed(err error) error {

@@ -147,8 +147,11 @@ export class Transport {
       };
       // send makes one attempt. A kept-alive connection the server closed
       // while it was idle fails at once (ECONNRESET/EPIPE on a reused
-      // socket, before any answer): custody never read that request, and it
-      // is sent once more on a new connection, as Go's net/http does.
+      // socket, before any answer). A GET or HEAD is then sent once more
+      // on a new connection, as Go's net/http does for a replayable
+      // request. Anything else is not: the same error also comes from a
+      // connection reset after custody read and recorded the request, and
+      // a second decide, register or remember would be a second request.
       const send = (mayResend: boolean) => {
         let answered = false;
         const r = this.#lib.request(url, { method: req.method, headers, agent: this.#agent }, (res) => {
@@ -196,7 +199,7 @@ export class Transport {
         current?.destroy();
       };
       signal?.addEventListener("abort", onAbort, { once: true });
-      send(true);
+      send(req.method === "GET" || req.method === "HEAD");
     });
   }
 }

@@ -23,6 +23,7 @@ replica's cache lost), after which the call is retried once.
 from __future__ import annotations
 
 import os
+import re
 import threading
 import urllib.parse
 from dataclasses import dataclass, field
@@ -64,6 +65,9 @@ class Key:
         expires = parse_time(d.get("expires_at"))
         if not d.get("key") or expires is None:
             raise TransportError("custody: decode response: exchange answer has no key or expires_at")
+        if not _KEY.match(str(d["key"])):
+            # Not quoted: http.client's error for such a header quotes it.
+            raise TransportError("custody: decode response: exchange answer's key is not a bearer token")
         return cls(
             key=str(d["key"]),
             key_id=str(d.get("key_id", "")),
@@ -72,6 +76,11 @@ class Key:
             agent=str(d.get("agent", "")),
             session=str(d.get("session", "")),
         )
+
+
+# _KEY is what a bearer key may hold: visible ASCII, nothing a header
+# would refuse.
+_KEY = re.compile(r"\A[\x21-\x7e]+\Z")
 
 
 def _utcnow() -> datetime:
