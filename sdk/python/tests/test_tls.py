@@ -283,12 +283,16 @@ class RealCustodyTLSTest(unittest.TestCase):
         # out in clear cannot be seen from the client (it is in the request
         # written before the answer); the server does not read past the
         # first bytes.
+        # The server may also close before the client has read the 400
+        # (a reset while the request is still being written): a
+        # TransportError. Either way no key comes back.
         assert self.srv is not None
         c = self.client(url=self.srv.url.replace("https://", "http://"))
-        with self.assertRaises(custody.BadRequest) as cm:
+        with self.assertRaises((custody.BadRequest, custody.TransportError)) as cm:
             c.exchange()
-        self.assertEqual((cm.exception.status, cm.exception.code), (400, ""))
-        self.assertIn("not a custody error body", str(cm.exception))
+        if isinstance(cm.exception, custody.BadRequest):
+            self.assertEqual((cm.exception.status, cm.exception.code), (400, ""))
+            self.assertIn("not a custody error body", str(cm.exception))
         self.assertNotIn(self.srv.tokens["a"], str(cm.exception))
         self.assertNotIn(self.srv.tokens["a"], repr(cm.exception.__dict__))
 

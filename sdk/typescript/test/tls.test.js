@@ -13,7 +13,7 @@ import { join } from "node:path";
 import { after, before, describe, test } from "node:test";
 import * as tls from "node:tls";
 
-import { BadRequest, Client, CustodyError, TLSError } from "../dist/index.js";
+import { BadRequest, Client, CustodyError, TLSError, TransportError } from "../dist/index.js";
 import { Custody, assertNoSecret, request, tempDir, testCA } from "./harness.js";
 
 const TOKEN = "tok-tls-secret-abcdef0123456789";
@@ -253,13 +253,17 @@ describe("a real custody serving TLS", () => {
     // server."), not a TLS alert, so the SDK reports that 400: BadRequest
     // with no custody error code. Whether the token went out in clear
     // cannot be seen from the client.
+    // The server may also close before the 400 is read (a reset while
+    // the request is still being written): a TransportError.
     const c = new Client({ url: custody.url.replace("https:", "http:"), tokenFile: custody.tokenFile("a"), method: "static" });
     const err = await c.exchange().catch((e) => e);
     c.close();
-    assert.ok(err instanceof BadRequest, `got ${err}`);
-    assert.equal(err.status, 400);
-    assert.equal(err.code, "");
-    assert.match(err.message, /not a custody error body/);
+    assert.ok(err instanceof BadRequest || err instanceof TransportError, `got ${err}`);
+    if (err instanceof BadRequest) {
+      assert.equal(err.status, 400);
+      assert.equal(err.code, "");
+      assert.match(err.message, /not a custody error body/);
+    }
     await assertNoSecret(assert, err, custody.tokens.a);
   });
 
