@@ -119,13 +119,18 @@ func (e *Error) Error() string {
 }
 
 // New validates cfg and returns a Client. It does not exchange yet.
-// Errors: a missing URL or token file, an unknown method, or a CAFile
-// that cannot be read or holds no certificate.
+// Errors: a missing URL or token file, an unknown method, a CAFile that
+// cannot be read or holds no certificate, or a CAFile with a URL that is
+// not https.
 func New(cfg Config) (*Client, error) {
 	if cfg.URL == "" || cfg.TokenFile == "" {
 		return nil, errors.New("client: URL and TokenFile are required")
 	}
 	cfg.URL = strings.TrimRight(cfg.URL, "/")
+	if cfg.CAFile != "" && !strings.HasPrefix(strings.ToLower(cfg.URL), "https://") {
+		// A CA file says TLS was meant: the token must not go in clear.
+		return nil, errors.New("client: CUSTODY_CA_FILE is set but CUSTODY_URL is not https://")
+	}
 	switch cfg.Method {
 	case "":
 		cfg.Method = "kubernetes"

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -130,5 +131,14 @@ func TestWaitApprovalOutlastsTimeout(t *testing.T) {
 	}
 	if _, err := c.RunStatus(ctx, "r1"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("RunStatus against a 1 s answer with a 300ms Timeout = %v, want a deadline error", err)
+	}
+}
+
+// TestCAFileNeedsHTTPS: a CA file says TLS was meant; an http URL with
+// one would send the token in clear, so New refuses it.
+func TestCAFileNeedsHTTPS(t *testing.T) {
+	_, err := New(Config{URL: "http://custody:8865", TokenFile: "t", CAFile: "ca.pem"})
+	if err == nil || !strings.Contains(err.Error(), "not https") {
+		t.Fatalf("New(http URL, CA file) = %v, want a refusal", err)
 	}
 }

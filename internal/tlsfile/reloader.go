@@ -104,6 +104,16 @@ func (r *Reloader) Reload() (changed bool, err error) {
 	if err != nil {
 		return false, r.failed(err)
 	}
+	if now, leaf := time.Now(), next.cert.Leaf; now.After(leaf.NotAfter) || now.Before(leaf.NotBefore) {
+		// Out of its validity period: every client would refuse it. In
+		// place of a pair in service it counts as one that does not load;
+		// as the first pair it is served (there is nothing else), loudly.
+		err := fmt.Errorf("tls: certificate %s is valid only from %v to %v", r.opts.CertFile, leaf.NotBefore, leaf.NotAfter)
+		if old != nil {
+			return false, r.failed(err)
+		}
+		r.opts.Log.Warn("serving a certificate out of its validity period: clients will refuse it", "err", err)
+	}
 	next.sum = sum
 	r.cur.Store(next)
 	if old != nil {

@@ -281,18 +281,26 @@ func TestClientRefusals(t *testing.T) {
 		t.Errorf("name mismatch: err = %v, want x509.HostnameError", err)
 	}
 
-	// An expired certificate, served after a reload.
+	// An expired certificate: a reload keeps the valid one in service;
+	// a server started with it serves it, and clients refuse it.
 	cert, key, err := e.ca.Issue(tlsfiletest.Leaf{Names: []string{"custody.test"}, NotBefore: time.Now().Add(-48 * time.Hour), NotAfter: time.Now().Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	replace(t, e.files.Cert, cert)
 	replace(t, e.files.Key, key)
-	if _, err := e.r.Reload(); err != nil {
+	if changed, err := e.r.Reload(); changed || err == nil {
+		t.Fatalf("Reload() to an expired certificate = %v, %v; want false and an error", changed, err)
+	}
+	if _, err := dial(t, addr, "custody.test", clientConfig(t, e.files.CA)); err != nil {
+		t.Errorf("after refusing the expired pair: %v, want the valid one served", err)
+	}
+	expired, err := tlsfile.New(tlsfile.Options{CertFile: e.files.Cert, KeyFile: e.files.Key})
+	if err != nil {
 		t.Fatal(err)
 	}
 	var invalid x509.CertificateInvalidError
-	if _, err := dial(t, addr, "custody.test", clientConfig(t, e.files.CA)); !errors.As(err, &invalid) || invalid.Reason != x509.Expired {
+	if _, err := dial(t, serve(t, expired.ServerConfig(tls.NoClientCert)), "custody.test", clientConfig(t, e.files.CA)); !errors.As(err, &invalid) || invalid.Reason != x509.Expired {
 		t.Errorf("expired: err = %v, want x509.CertificateInvalidError (Expired)", err)
 	}
 

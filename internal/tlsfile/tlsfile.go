@@ -12,7 +12,8 @@
 // connection is dropped. A pair that does not load (a half-written file, a
 // key that does not match the certificate, no certificate at all) is
 // logged and ignored: the last good pair stays in service, and the check
-// runs again at the next interval. Only [New] fails on such a pair,
+// runs again at the next interval. So is a certificate out of its
+// validity period (expired, or not yet valid) in place of one in service. Only [New] fails on such a pair,
 // because then there is nothing to serve.
 //
 // An optional client CA bundle (Options.ClientCAFile) is reloaded the same

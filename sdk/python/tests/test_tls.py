@@ -171,6 +171,10 @@ class TLSTest(unittest.TestCase):
             f.write("not a certificate\n")
         with self.assertRaises(custody.ConfigError):
             custody.Client("https://127.0.0.1:1", "/tmp/t", ca_file=path("junk.pem"))
+        # A CA file means TLS: an http URL with one is refused.
+        with self.assertRaises(custody.ConfigError) as cm:
+            custody.Client("http://127.0.0.1:1", "/tmp/t", ca_file=path("ca.pem"))
+        self.assertIn("not https", str(cm.exception))
 
     def test_context_settings(self) -> None:
         ctx = _http.tls_context(path("ca.pem"))

@@ -86,8 +86,9 @@ export function configFromEnv(env: Record<string, string | undefined> = process.
 /**
  * Validates cfg and fills in defaults.
  *
- * @throws {ConfigError} missing url or tokenFile, an unknown method, or a
- *   negative or non-finite duration.
+ * @throws {ConfigError} missing url or tokenFile, an unknown method, a
+ *   negative or non-finite duration, or a caFile with a url that is not
+ *   https.
  */
 export function resolveConfig(cfg: Config): ResolvedConfig {
   if (!cfg.url || !cfg.tokenFile) {
@@ -101,6 +102,10 @@ export function resolveConfig(cfg: Config): ResolvedConfig {
     if (v !== undefined && !(Number.isFinite(v) && v >= 0)) {
       throw new ConfigError(`custody: ${name} must be a non-negative number of ms`);
     }
+  }
+  if (cfg.caFile && !cfg.url.toLowerCase().startsWith("https://")) {
+    // A CA file says TLS was meant: the token must not go in clear.
+    throw new ConfigError("custody: CUSTODY_CA_FILE is set but CUSTODY_URL is not https://");
   }
   if (cfg.standbyWaitMs !== undefined && !Number.isFinite(cfg.standbyWaitMs)) {
     throw new ConfigError("custody: standbyWaitMs must be a finite number of ms");

@@ -37,6 +37,8 @@ test("fromEnv reads CUSTODY_URL, CUSTODY_TOKEN_FILE and CUSTODY_AUTH", async () 
   assert.equal((await c.currentKey()).session, "laptop");
   assert.throws(() => Client.fromEnv({ CUSTODY_URL: custody.url }), ConfigError);
   assert.throws(() => Client.fromEnv({ CUSTODY_URL: custody.url, CUSTODY_TOKEN_FILE: "x", CUSTODY_AUTH: "ldap" }), ConfigError);
+  // A CA file means TLS: an http URL with one is refused.
+  assert.throws(() => Client.fromEnv({ CUSTODY_URL: "http://127.0.0.1:1", CUSTODY_TOKEN_FILE: "x", CUSTODY_CA_FILE: "ca.pem" }), /not https/);
 });
 
 test("a bad token is refused with custody's code and no secret in the error", async () => {

@@ -95,7 +95,8 @@ class Client(MemoryMixin, SignerMixin):
         token_file: the file holding the token to exchange. Required.
         method: the auth method, ``"kubernetes"`` (default) or ``"static"``.
         ca_file: PEM CA bundle trusted for an https URL; when set, only it
-            is trusted. None: the system's store. Ignored for http.
+            is trusted, and an http URL is refused (TLS was meant). None:
+            the system's store.
         timeout: seconds for connecting and for each read of one request;
             default 30.
         refresh_before: re-exchange this many seconds before the key's
@@ -109,7 +110,7 @@ class Client(MemoryMixin, SignerMixin):
 
     Raises:
         ConfigError: a required value is missing, the method unknown, the
-            URL not http(s), or ca_file unreadable.
+            URL not http(s), ca_file unreadable or set with an http URL.
     """
 
     def __init__(
@@ -129,6 +130,8 @@ class Client(MemoryMixin, SignerMixin):
         method = method or "kubernetes"
         if method not in _METHODS:
             raise ConfigError("custody: unknown auth method %r (want kubernetes or static)" % method)
+        if ca_file and not url.lower().startswith("https://"):
+            raise ConfigError("custody: CUSTODY_CA_FILE is set but CUSTODY_URL is not https:// (the token would go in clear)")
         if timeout <= 0 or refresh_before < 0:
             raise ConfigError("custody: timeout must be positive and refresh_before not negative")
         self._http = Transport(url, timeout=timeout, ca_file=ca_file)
