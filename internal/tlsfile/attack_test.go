@@ -132,20 +132,7 @@ func TestAttackClientCABrokenKeepsVerifying(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t, true)
 			addr := serve(t, e.r.ServerConfig(tls.RequireAndVerifyClientCert))
-			withCert := func(ca *tlsfiletest.CA) *tls.Config {
-				cert, key, err := ca.Issue(tlsfiletest.Leaf{Names: []string{"operator"}, Client: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				pair, err := tls.X509KeyPair(cert, key)
-				if err != nil {
-					t.Fatal(err)
-				}
-				cfg := clientConfig(t, e.files.CA)
-				cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
-				return cfg
-			}
-			good, bad := withCert(e.ca), withCert(other)
+			good, bad := e.clientWithCert(t, e.ca), e.clientWithCert(t, other)
 			c.spoil(t, e.files.CA)
 			if _, err := e.r.Reload(); err == nil {
 				t.Fatal("Reload() = nil error for a broken client CA file")

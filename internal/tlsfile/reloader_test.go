@@ -318,27 +318,31 @@ func TestClientRefusals(t *testing.T) {
 	}
 }
 
+// clientWithCert trusts e's CA and presents a client certificate ca
+// issued, whatever CAs the server names (Go's client would otherwise send
+// none for another CA's certificate).
+func (e *env) clientWithCert(t *testing.T, ca *tlsfiletest.CA) *tls.Config {
+	t.Helper()
+	cert, key, err := ca.Issue(tlsfiletest.Leaf{Names: []string{"operator"}, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := clientConfig(t, e.files.CA)
+	c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
+	return c
+}
+
 func TestClientCertificates(t *testing.T) {
 	e := newEnv(t, true)
 	other, err := tlsfiletest.NewCA("other CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	withCert := func(ca *tlsfiletest.CA) *tls.Config {
-		cert, key, err := ca.Issue(tlsfiletest.Leaf{Names: []string{"operator"}, Client: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pair, err := tls.X509KeyPair(cert, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := clientConfig(t, e.files.CA)
-		// Presented whatever CAs the server names (Go's client would
-		// otherwise send none for another CA's certificate).
-		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }
-		return c
-	}
+	withCert := func(ca *tlsfiletest.CA) *tls.Config { return e.clientWithCert(t, ca) }
 	plain := clientConfig(t, e.files.CA)
 	for _, c := range []struct {
 		name   string
