@@ -33,7 +33,9 @@ func TestDeployTLS(t *testing.T) {
 	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--plaintext") }) {
 		t.Errorf("args %v: deploy/ serves some listener in plain HTTP", c.Args)
 	}
-	mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == "/etc/custody/tls" && m.ReadOnly && m.SubPath == "" })
+	mounted := slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+		return m.MountPath == "/etc/custody/tls" && m.ReadOnly && m.SubPath == ""
+	})
 	secret := slices.ContainsFunc(dep.Spec.Template.Spec.Volumes, func(v corev1.Volume) bool { return v.Secret != nil && v.Secret.SecretName == "custody-tls" })
 	if !mounted || !secret {
 		t.Errorf("Secret custody-tls mounted read-only at /etc/custody/tls (no subPath, so renewals arrive): mount %v, volume %v", mounted, secret)
