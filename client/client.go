@@ -139,12 +139,10 @@ func New(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("client: unknown auth method %q", cfg.Method)
 	}
 	if cfg.HTTPClient == nil {
-		tc, err := tlsfile.ClientConfig(cfg.CAFile)
+		t, err := tlsfile.ClientTransport(cfg.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("client: CUSTODY_CA_FILE: %w", err)
 		}
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.TLSClientConfig = tc
 		cfg.HTTPClient = &http.Client{Transport: t}
 	}
 	if cfg.Timeout <= 0 {

@@ -43,10 +43,17 @@ func (a *adminConn) resolve(env Env) error {
 	return nil
 }
 
-// token reads the bearer token from --admin-token-file, or
+// token reads the bearer token from --admin-token-file (for export and
+// trust, !envToken, at least 32 bytes as serve requires: readAdminToken),
+// or
 // $CUSTODY_ADMIN_TOKEN when envToken; without either it is "" when a
 // client certificate is configured, else an error.
 func (a *adminConn) token(env Env, envToken bool) (string, error) {
+	if a.tokenFile != "" && !envToken {
+		// export and trust: serve's own check, 32 bytes at least.
+		tok, err := readAdminToken(a.tokenFile)
+		return string(tok), err
+	}
 	if a.tokenFile != "" {
 		b, err := os.ReadFile(a.tokenFile)
 		if err != nil {
@@ -72,7 +79,7 @@ func (a *adminConn) token(env Env, envToken bool) (string, error) {
 // httpClient is a client with timeout that trusts caFile (or the system
 // roots) and presents the client certificate, if any.
 func (a *adminConn) httpClient(timeout time.Duration) (*http.Client, error) {
-	cfg, err := tlsfile.ClientConfig(a.caFile)
+	t, err := tlsfile.ClientTransport(a.caFile)
 	if err != nil {
 		return nil, fmt.Errorf("--ca-file: %w", err)
 	}
@@ -81,10 +88,8 @@ func (a *adminConn) httpClient(timeout time.Duration) (*http.Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--client-cert-file: %w", err)
 		}
-		cfg.Certificates = []tls.Certificate{pair}
+		t.TLSClientConfig.Certificates = []tls.Certificate{pair}
 	}
-	cfg.ServerName = a.serverName
-	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.TLSClientConfig = cfg
+	t.TLSClientConfig.ServerName = a.serverName
 	return &http.Client{Timeout: timeout, Transport: t}, nil
 }

@@ -106,12 +106,10 @@ func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.
 	if opts.WitnessQuorum < 0 {
 		opts.WitnessQuorum = len(ws)
 	}
-	tc, err := tlsfile.ClientConfig(cfg.WitnessCAFile)
+	wt, err := tlsfile.ClientTransport(cfg.WitnessCAFile)
 	if err != nil {
 		return nil, usageError{fmt.Errorf("--witness-ca-file: %w", err)}
 	}
-	wt := http.DefaultTransport.(*http.Transport).Clone()
-	wt.TLSClientConfig = tc
 	for _, w := range ws {
 		opts.Witnesses = append(opts.Witnesses, &witness.Client{URL: w.url, Name: w.name, HTTPClient: &http.Client{Timeout: 30 * time.Second, Transport: wt}})
 		opts.TrustedWitnesses = append(opts.TrustedWitnesses, verify.TrustedWitness{Name: w.name, VKey: w.vkey})

@@ -37,6 +37,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 )
 
@@ -64,6 +65,18 @@ func ClientConfig(caFile string) (*tls.Config, error) {
 	}
 	cfg.RootCAs = pool
 	return cfg, nil
+}
+
+// ClientTransport is http.DefaultTransport's settings (proxy from the
+// environment, timeouts, idle connections) with [ClientConfig](caFile).
+func ClientTransport(caFile string) (*http.Transport, error) {
+	cfg, err := ClientConfig(caFile)
+	if err != nil {
+		return nil, err
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = cfg
+	return t, nil
 }
 
 // loadPool reads a PEM bundle of CA certificates.
