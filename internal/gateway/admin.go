@@ -34,15 +34,21 @@ type MintRequest struct {
 	Agent  string `json:"agent,omitempty"`
 	// Models is an optional model allow-list.
 	Models []string `json:"models,omitempty"`
+	// Repos are the repositories the token may use through providers of
+	// kind github, e.g. [{"repo":"octo/hello","access":"read"}] (see
+	// [RepoGrant]; at most [MaxRepos], each once; write implies read).
+	// Absent: none, and such providers refuse the token.
+	Repos []RepoGrant `json:"repos,omitempty"`
 }
 
 // MintResponse is the 201 body of POST /v1/gateway/tokens.
 type MintResponse struct {
-	Token     string    `json:"token"`
-	JTI       string    `json:"jti"`
-	ExpiresAt time.Time `json:"expires_at"`
-	Providers []string  `json:"providers"`
-	Models    []string  `json:"models,omitempty"`
+	Token     string      `json:"token"`
+	JTI       string      `json:"jti"`
+	ExpiresAt time.Time   `json:"expires_at"`
+	Providers []string    `json:"providers"`
+	Models    []string    `json:"models,omitempty"`
+	Repos     []RepoGrant `json:"repos,omitempty"`
 }
 
 // AdminHandler serves the admin plane. The caller mounts it on a listener
@@ -53,7 +59,7 @@ type MintResponse struct {
 //
 // Errors are JSON bodies from internal/apierror: 400 bad_request (the
 // body is not a strict MintRequest or asks for an unknown provider or a
-// TTL out of range), 503 unavailable (store down, or no signing key).
+// TTL out of range, or repos not valid: see [CheckRepoGrants]), 503 unavailable (store down, or no signing key).
 func (g *Gateway) AdminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/gateway/tokens", g.serveMint)
@@ -84,6 +90,7 @@ func (g *Gateway) serveMint(w http.ResponseWriter, r *http.Request) {
 	m, err := g.Mint(r.Context(), Grant{
 		Providers: req.Providers,
 		Models:    req.Models,
+		Repos:     req.Repos,
 		TTL:       time.Duration(req.TTLSeconds) * time.Second,
 		RunID:     req.RunID,
 		Tenant:    req.Tenant,
@@ -106,7 +113,7 @@ func (g *Gateway) serveMint(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusCreated)
 	_ = json.NewEncoder(w).Encode(MintResponse{
 		Token: m.Token, JTI: m.JTI, ExpiresAt: m.ExpiresAt.UTC(),
-		Providers: m.Claims.Providers, Models: m.Claims.Models,
+		Providers: m.Claims.Providers, Models: m.Claims.Models, Repos: m.Claims.Repos,
 	})
 }
 
@@ -121,7 +128,7 @@ func decodeMint(w http.ResponseWriter, r *http.Request) (MintRequest, error) {
 		if errors.As(err, &mbe) {
 			return req, err
 		}
-		return req, errors.New(`body must be a JSON object {"providers":[...],"ttl_seconds":n,"run_id","tenant","agent","models":[...]} with no other fields`)
+		return req, errors.New(`body must be a JSON object {"providers":[...],"ttl_seconds":n,"run_id","tenant","agent","models":[...],"repos":[{"repo","access"}...]} with no other fields`)
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		return req, errors.New("body must hold exactly one JSON object")
@@ -140,6 +147,9 @@ func decodeMint(w http.ResponseWriter, r *http.Request) (MintRequest, error) {
 		if m == "" || len(m) > maxModelLen {
 			return req, fmt.Errorf("model names are 1 to %d bytes", maxModelLen)
 		}
+	}
+	if err := CheckRepoGrants(req.Repos); err != nil {
+		return req, err
 	}
 	return req, nil
 }

@@ -146,6 +146,15 @@ var (
 	ErrProviderScope = fmt.Errorf("%w for provider", ErrForbidden)
 	// ErrModelScope: the request's model is not in the token's models.
 	ErrModelScope = fmt.Errorf("%w for model", ErrForbidden)
+	// ErrRepoScope: a request to a provider of [KindGitHub] names no
+	// repository in the token's repos (or none at all); its text goes on
+	// with the repository, e.g. "token not valid for repository
+	// octo/hello", "(none)" or "(invalid name)".
+	ErrRepoScope = fmt.Errorf("%w for repository", ErrForbidden)
+	// ErrRepoWriteScope: a request that writes (git push, a REST method
+	// other than GET and HEAD) names a repository the token may only
+	// read, e.g. "token not valid for writing to repository octo/hello".
+	ErrRepoWriteScope = fmt.Errorf("%w for writing to repository", ErrForbidden)
 	// ErrRevoked: the token was revoked.
 	ErrRevoked = errors.New("gateway token revoked")
 	// ErrPathNotAllowed: the provider's path allow-list does not admit
@@ -226,6 +235,9 @@ type TokenRecord struct {
 	// minted check refuses such a token, whatever its claims, until it is
 	// re-minted. Stores must keep nil and empty apart.
 	Models []string
+	// Repos is the token's repository grants as minted; nil or empty for
+	// none (rows kept before repos were recorded read as none).
+	Repos  []RepoGrant
 	RunID  string
 	Tenant string
 	Agent  string
@@ -294,8 +306,16 @@ type ProviderConfig struct {
 	// "[METHOD ]PATH" rules (see [DefaultAllowPaths] for the syntax and
 	// the defaults, which are always admitted), e.g. "POST
 	// /v1/audio/speech". Any other path is refused with 403 "path not
-	// allowed for provider <p>: <class>".
+	// allowed for provider <p>: <class>". A provider of [KindHTTP] has
+	// no defaults and needs at least one; for [KindGitHub] they apply to
+	// REST requests (see [githubAllowPaths] for the defaults).
 	AllowPaths []string
+	// GitURL is, for [KindGitHub], the git smart HTTP upstream the
+	// /OWNER/NAME[.git]/... paths go to. Default [DefaultGitHubGitURL].
+	GitURL string
+	// Auth says, for [KindHTTP] (required), where the real credential
+	// goes. Nil for the other kinds.
+	Auth *ProviderAuth
 }
 
 // DefaultProviders are the built-in providers.
@@ -304,6 +324,7 @@ func DefaultProviders() map[string]ProviderConfig {
 		"anthropic": {BaseURL: "https://api.anthropic.com", Kind: KindAnthropic},
 		"openai":    {BaseURL: "https://api.openai.com", Kind: KindOpenAI},
 		"gemini":    {BaseURL: "https://generativelanguage.googleapis.com", Kind: KindGemini},
+		"github":    {BaseURL: DefaultGitHubAPIURL, Kind: KindGitHub, GitURL: DefaultGitHubGitURL},
 	}
 }
 
@@ -396,6 +417,8 @@ type provider struct {
 	kind  string
 	base  *url.URL
 	allow []pathRule
+	git   *url.URL     // KindGitHub: the git smart HTTP upstream
+	auth  ProviderAuth // KindHTTP: where the credential goes
 }
 
 // Gateway is the model-credential gateway. It is safe for concurrent use.
@@ -550,6 +573,9 @@ func buildProviders(in map[string]ProviderConfig) (map[string]*provider, error) 
 			if c.Kind == "" {
 				c.Kind = d.Kind
 			}
+			if c.GitURL == "" && c.Kind == d.Kind {
+				c.GitURL = d.GitURL
+			}
 		}
 		if c.Kind == "" {
 			c.Kind = KindOpenAI
@@ -559,19 +585,23 @@ func buildProviders(in map[string]ProviderConfig) (map[string]*provider, error) 
 	out := make(map[string]*provider, len(cfgs))
 	for name, c := range cfgs {
 		switch c.Kind {
-		case KindAnthropic, KindOpenAI, KindGemini:
+		case KindAnthropic, KindOpenAI, KindGemini, KindHTTP, KindGitHub:
 		default:
 			return nil, fmt.Errorf("gateway: provider %s: unknown kind %q", name, c.Kind)
 		}
-		u, err := url.Parse(c.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		u, err := parseUpstream(c.BaseURL)
+		if err != nil {
 			return nil, fmt.Errorf("gateway: provider %s: BaseURL must be an http(s) URL with a host and no query", name)
 		}
 		allow, err := buildAllow(c.Kind, c.AllowPaths)
 		if err != nil {
 			return nil, fmt.Errorf("gateway: provider %s: %w", name, err)
 		}
-		out[name] = &provider{name: name, kind: c.Kind, base: u, allow: allow}
+		p := &provider{name: name, kind: c.Kind, base: u, allow: allow}
+		if err := buildBrokered(name, c, p); err != nil {
+			return nil, err
+		}
+		out[name] = p
 	}
 	return out, nil
 }
@@ -602,9 +632,10 @@ type Minted struct {
 	Claims    *Claims
 }
 
-// Mint checks grant (providers configured, TTL within [1 s, 24 h], zero
+// Mint checks grant (providers configured, repos valid and only with a
+// provider of [KindGitHub], TTL within [1 s, 24 h], zero
 // meaning 30 min), mints a token and records its jti, iat, exp,
-// providers, models, run_id, tenant and agent in the store. It fails with an error wrapping [ErrBadGrant]
+// providers, models, repos, run_id, tenant and agent in the store. It fails with an error wrapping [ErrBadGrant]
 // or [ErrCannotMint], or with a store error.
 func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
 	if g.issuer == nil {
@@ -623,6 +654,9 @@ func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
 		}
 	}
 	grant.Providers = ps
+	if err := g.checkRepoGrant(grant); err != nil {
+		return Minted{}, err
+	}
 	for _, m := range grant.Models {
 		if m == "" {
 			return Minted{}, fmt.Errorf("%w: empty model name", ErrBadGrant)
@@ -638,6 +672,7 @@ func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
 	rec := TokenRecord{
 		JTI: c.ID, IssuedAt: c.IssuedAt.Time, ExpiresAt: c.ExpiresAt.Time,
 		Providers: c.Providers, Models: append([]string{}, c.Models...), // never nil: see TokenRecord.Models
+		Repos: slices.Clone(c.Repos),
 		RunID: c.RunID, Tenant: c.Tenant, Agent: c.Agent,
 	}
 	if err := g.store.RecordToken(ctx, rec); err != nil {
@@ -645,7 +680,7 @@ func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
 	}
 	g.remember(rec)
 	g.metrics.minted.Inc()
-	g.log.InfoContext(ctx, "gateway token minted", "jti", c.ID, "providers", c.Providers, "models", c.Models,
+	g.log.InfoContext(ctx, "gateway token minted", "jti", c.ID, "providers", c.Providers, "models", c.Models, "repos", c.Repos,
 		"run_id", c.RunID, "tenant", c.Tenant, "agent", c.Agent, "expires_at", c.ExpiresAt.Time)
 	return Minted{Token: tok, JTI: c.ID, ExpiresAt: c.ExpiresAt.Time, Claims: c}, nil
 }

@@ -11,7 +11,7 @@ import (
 // mintedTokens answers whether a verified token is one the admin plane
 // minted: its jti is recorded in the [Store] (by [Gateway.Mint] on any
 // replica sharing it) with the token's exp, iat, providers, models,
-// run_id, tenant and agent. A signature alone does not prove it: a token signed
+// repos, run_id, tenant and agent. A signature alone does not prove it: a token signed
 // with a leaked key, or one that reuses a minted jti with other claims,
 // fails the check. Each jti is looked up once, then cached until its
 // exp + leeway (bounded like the verify cache; a miss is never cached).
@@ -66,7 +66,7 @@ func (g *Gateway) remember(rec TokenRecord) {
 }
 
 // recordMatches reports whether c's claims are those recorded at mint:
-// times to the second; providers and models each as a set (order and
+// times to the second; providers, models and repos each as a set (order and
 // repeats do not change what the token allows), the token's models equal
 // to the recorded set exactly, so a token without a models claim matches
 // only a record of none. A record with nil Models (kept before models
@@ -77,7 +77,7 @@ func recordMatches(rec TokenRecord, c *Claims) bool {
 		rec.RunID != c.RunID || rec.Tenant != c.Tenant || rec.Agent != c.Agent {
 		return false
 	}
-	return sameSet(rec.Providers, c.Providers) && sameSet(rec.Models, c.Models)
+	return sameSet(rec.Providers, c.Providers) && sameSet(rec.Models, c.Models) && sameRepos(rec.Repos, c.Repos)
 }
 
 // sameSet reports whether a and b hold the same strings, ignoring order

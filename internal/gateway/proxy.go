@@ -68,11 +68,12 @@ func mayHoldKeyParam(q string) bool {
 	return strings.Contains(q, queryKeyParam) || strings.Contains(q, "%")
 }
 
-// extractToken returns the one gateway token in h and the raw query. It
+// extractToken returns the one gateway token in h and the raw query
+// (and, if basic, the password of "Authorization: Basic"). It
 // fails with [ErrMissingToken] if there is none and [ErrTokenConflict] if
 // there are two different ones; the same token in several places is
 // fine.
-func extractToken(h http.Header, rawQuery string) (string, error) {
+func extractToken(h http.Header, rawQuery string, basic bool) (string, error) {
 	var tok string
 	var conflict bool
 	add := func(v string) {
@@ -93,10 +94,16 @@ func extractToken(h http.Header, rawQuery string) (string, error) {
 		for _, v := range vs {
 			if i == 0 {
 				scheme, cred, ok := strings.Cut(strings.TrimSpace(v), " ")
-				if !ok || !strings.EqualFold(scheme, "Bearer") {
+				switch {
+				case ok && strings.EqualFold(scheme, "Bearer"):
+					v = cred
+				case ok && basic && strings.EqualFold(scheme, "Basic"):
+					if v, ok = basicPassword(cred); !ok {
+						continue
+					}
+				default:
 					continue
 				}
-				v = cred
 			}
 			add(v)
 		}
@@ -206,6 +213,7 @@ type proxyState struct {
 	jti      string
 	rest     string // path after /{provider}, dot segments resolved
 	rawRest  string // its escaped form, if it differs from the default
+	git      bool   // KindGitHub: a git smart HTTP request (see classifyGitHub)
 	outcome  string
 }
 
@@ -247,7 +255,7 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, "", "", err)
 		return
 	}
-	tok, err := extractToken(r.Header, r.URL.RawQuery)
+	tok, err := extractToken(r.Header, r.URL.RawQuery, acceptsBasic(p.kind))
 	if err != nil {
 		g.refuse(w, r, name, "", err)
 		return
@@ -294,11 +302,12 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, name, jti, ErrRevoked)
 		return
 	}
-	if !p.allowsPath(r.Method, rest) {
-		g.refuse(w, r, name, jti, fmt.Errorf("%w %s: %s", ErrPathNotAllowed, name, pathClass(rest)))
+	git, err := p.checkRoute(claims, r, rest)
+	if err != nil {
+		g.refuse(w, r, name, jti, err)
 		return
 	}
-	if len(claims.Models) > 0 {
+	if len(claims.Models) > 0 && hasModels(p.kind) {
 		if model = requestModel(p, r, rest); !claims.AllowsModel(model) {
 			g.refuse(w, r, name, jti, fmt.Errorf("%w %s", ErrModelScope, shownModel(model)))
 			return
@@ -334,7 +343,7 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 	if rc != nil {
 		r.Body = rc.body(r.Body)
 	}
-	st = &proxyState{provider: p, key: key, jti: jti, rest: rest, rawRest: rawRest, outcome: outcomeProxied}
+	st = &proxyState{provider: p, key: key, jti: jti, rest: rest, rawRest: rawRest, git: git, outcome: outcomeProxied}
 	g.metrics.inflight.Inc()
 	defer func() {
 		g.metrics.inflight.Dec()
@@ -360,6 +369,9 @@ func (g *Gateway) refuse(w http.ResponseWriter, r *http.Request, provider, jti s
 		provider = "unknown"
 	}
 	g.log.DebugContext(r.Context(), "gateway request refused", "provider", provider, "jti", jti, "status", status, "reason", text)
+	if p := g.providers[provider]; p != nil && status == http.StatusUnauthorized && acceptsBasic(p.kind) {
+		w.Header().Add("WWW-Authenticate", basicChallenge)
+	}
 	writeRefusal(w, err)
 }
 
@@ -409,7 +421,7 @@ func writeText(w http.ResponseWriter, status int, text, retry string) {
 	}
 	h.Del("Content-Length")
 	if status == http.StatusUnauthorized {
-		h.Set("WWW-Authenticate", `Bearer realm="custody-gateway"`)
+		h.Add("WWW-Authenticate", `Bearer realm="custody-gateway"`)
 	}
 	w.WriteHeader(status)
 	io.WriteString(w, text+"\n")
@@ -531,18 +543,11 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 			out.URL.RawQuery = v.Encode()
 		}
 	}
-	pr.SetURL(st.provider.base)
+	pr.SetURL(st.upstream())
 	// Ask for the body as is: a content-coded one cannot be scrubbed
 	// (see modifyResponse).
 	out.Header.Set("Accept-Encoding", "identity")
-	switch st.provider.kind {
-	case KindAnthropic:
-		out.Header["X-Api-Key"] = []string{st.key}
-	case KindOpenAI:
-		out.Header["Authorization"] = []string{"Bearer " + st.key}
-	case KindGemini:
-		out.Header["X-Goog-Api-Key"] = []string{st.key}
-	}
+	st.provider.inject(out.Header, st.key, st.git)
 }
 
 // modifyResponse drops every upstream response header that holds a

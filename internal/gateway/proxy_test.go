@@ -718,7 +718,7 @@ func FuzzExtractToken(f *testing.F) {
 		if gkey != "" {
 			h.Set("X-Goog-Api-Key", gkey)
 		}
-		tok, err := extractToken(h, query)
+		tok, err := extractToken(h, query, false)
 		switch {
 		case errors.Is(err, ErrMissingToken), errors.Is(err, ErrTokenConflict):
 			if tok != "" {

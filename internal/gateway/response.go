@@ -69,12 +69,14 @@ type responseBody struct {
 
 // secretsFor is every secret the gateway holds for st's provider: the key
 // the request was sent with and, if it was rotated since, the current
-// one.
+// one, each in every form it is sent in (see [provider.secretForms]).
 func (g *Gateway) secretsFor(st *proxyState) [][]byte {
 	var out [][]byte
-	for _, k := range []string{st.key, g.keys.get(st.provider.name)} {
-		if k != "" && !containsSecret(out, k) {
-			out = append(out, []byte(k))
+	for _, key := range []string{st.key, g.keys.get(st.provider.name)} {
+		for _, k := range st.provider.secretForms(key) {
+			if !containsSecret(out, k) {
+				out = append(out, []byte(k))
+			}
 		}
 	}
 	return out

@@ -54,6 +54,10 @@ type Claims struct {
 	// model (JSON body field "model" for anthropic and openai kinds, the
 	// path segment models/{model}:... for gemini) must be in it.
 	Models []string `json:"models,omitempty"`
+	// Repos, for providers of [KindGitHub], are the repositories the
+	// token may use and how (see [RepoGrant]); a token without repos may
+	// not use such a provider at all.
+	Repos []RepoGrant `json:"repos,omitempty"`
 	// Tenant is the sandbox's namespace the token was minted for.
 	Tenant string `json:"tenant,omitempty"`
 	// Agent is the SandboxClaim's name the token was minted for.
@@ -137,6 +141,9 @@ type Grant struct {
 	Providers []string
 	// Models is the optional model allow-list.
 	Models []string
+	// Repos are the repositories the token may use through providers of
+	// [KindGitHub] (see [CheckRepoGrants]); none means no repository.
+	Repos []RepoGrant
 	// TTL is the token's lifetime. Zero means [DefaultTokenTTL].
 	TTL time.Duration
 	// RunID, Tenant and Agent are recorded in the token and the store.
@@ -208,6 +215,7 @@ func (i *Issuer) Mint(g Grant) (string, *Claims, error) {
 		},
 		Providers: slices.Clone(g.Providers),
 		Models:    slices.Clone(g.Models),
+		Repos:     slices.Clone(g.Repos),
 		Tenant:    g.Tenant,
 		Agent:     g.Agent,
 		RunID:     g.RunID,
