@@ -85,9 +85,13 @@ func (d *DB) RecordToken(ctx context.Context, r gateway.TokenRecord) error {
 	if providers == nil {
 		providers = []string{}
 	}
-	_, err := d.pool.Exec(ctx,
-		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, models, run_id, tenant, agent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-		r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), providers, r.Models, r.RunID, r.Tenant, r.Agent)
+	repos, err := encodeRepos(r.Repos)
+	if err != nil {
+		return err
+	}
+	_, err = d.pool.Exec(ctx,
+		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, models, repos, run_id, tenant, agent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+		r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), providers, r.Models, repos, r.RunID, r.Tenant, r.Agent)
 	if err != nil {
 		return fmt.Errorf("postgres: record gateway token: %w", err)
 	}
@@ -99,14 +103,18 @@ func (d *DB) RecordToken(ctx context.Context, r gateway.TokenRecord) error {
 func (d *DB) LookupToken(ctx context.Context, jti string) (gateway.TokenRecord, error) {
 	r := gateway.TokenRecord{JTI: jti}
 	var issued, expires int64
+	var repos *string
 	err := d.pool.QueryRow(ctx,
-		`SELECT issued_at, expires_at, providers, models, run_id, tenant, agent FROM gateway_tokens WHERE jti = $1`, jti).
-		Scan(&issued, &expires, &r.Providers, &r.Models, &r.RunID, &r.Tenant, &r.Agent)
+		`SELECT issued_at, expires_at, providers, models, repos, run_id, tenant, agent FROM gateway_tokens WHERE jti = $1`, jti).
+		Scan(&issued, &expires, &r.Providers, &r.Models, &repos, &r.RunID, &r.Tenant, &r.Agent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return gateway.TokenRecord{}, gateway.ErrNotFound
 	}
 	if err != nil {
 		return gateway.TokenRecord{}, fmt.Errorf("postgres: look up gateway token: %w", err)
+	}
+	if r.Repos, err = decodeRepos(repos); err != nil {
+		return gateway.TokenRecord{}, err
 	}
 	r.IssuedAt = time.Unix(issued, 0).UTC()
 	r.ExpiresAt = time.Unix(expires, 0).UTC()

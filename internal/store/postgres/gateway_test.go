@@ -214,10 +214,11 @@ func TestGatewayModelsMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Back to schema version 5 (undoing migrations 6 to 8), then the old
-	// binary's INSERT.
+	// Back to schema version 5 (undoing migrations 6 to 9), then the old
+	// binary's INSERT. Its row reads back with no repos either.
 	r := storetest.LegacyTokenRecord
 	for _, q := range []string{
+		`ALTER TABLE gateway_tokens DROP COLUMN repos`, // migration 9
 		`ALTER TABLE gateway_tokens DROP COLUMN models`,
 		`DROP TABLE signer_inbox`, // migration 7
 		`DROP TABLE signer_arg_digests`,

@@ -57,9 +57,13 @@ func (d *DB) RecordToken(ctx context.Context, r gateway.TokenRecord) error {
 		}
 		models = sql.NullString{String: string(b), Valid: true}
 	}
+	repos, err := encodeRepos(r.Repos)
+	if err != nil {
+		return err
+	}
 	_, err = d.db.ExecContext(ctx,
-		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, models, run_id, tenant, agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), string(providers), models, r.RunID, r.Tenant, r.Agent)
+		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, models, repos, run_id, tenant, agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), string(providers), models, repos, r.RunID, r.Tenant, r.Agent)
 	if err != nil {
 		return fmt.Errorf("sqlite: record gateway token: %w", err)
 	}
@@ -72,11 +76,11 @@ func (d *DB) LookupToken(ctx context.Context, jti string) (gateway.TokenRecord, 
 		r               gateway.TokenRecord
 		issued, expires int64
 		providers       string
-		models          sql.NullString
+		models, repos   sql.NullString
 	)
 	err := d.db.QueryRowContext(ctx,
-		`SELECT issued_at, expires_at, providers, models, run_id, tenant, agent FROM gateway_tokens WHERE jti = ?`, jti).
-		Scan(&issued, &expires, &providers, &models, &r.RunID, &r.Tenant, &r.Agent)
+		`SELECT issued_at, expires_at, providers, models, repos, run_id, tenant, agent FROM gateway_tokens WHERE jti = ?`, jti).
+		Scan(&issued, &expires, &providers, &models, &repos, &r.RunID, &r.Tenant, &r.Agent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return gateway.TokenRecord{}, gateway.ErrNotFound
 	}
@@ -93,6 +97,9 @@ func (d *DB) LookupToken(ctx context.Context, jti string) (gateway.TokenRecord, 
 		if r.Models == nil { // JSON null: not a list, never written by RecordToken
 			return gateway.TokenRecord{}, errors.New("sqlite: decode models: not a JSON array")
 		}
+	}
+	if r.Repos, err = decodeRepos(repos); err != nil {
+		return gateway.TokenRecord{}, err
 	}
 	r.JTI = jti
 	r.IssuedAt = time.Unix(issued, 0).UTC()

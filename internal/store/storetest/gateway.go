@@ -40,10 +40,12 @@ func sameRevocation(a, b gateway.Revocation) bool {
 }
 
 // sameRecord reports whether a and b are the same token record (times
-// compared as instants; nil Models, "not recorded", differs from empty).
+// compared as instants; nil Models, "not recorded", differs from empty;
+// Repos in order, nil and empty both none).
 func sameRecord(a, b gateway.TokenRecord) bool {
 	return a.JTI == b.JTI && a.IssuedAt.Equal(b.IssuedAt) && a.ExpiresAt.Equal(b.ExpiresAt) &&
 		slices.Equal(a.Providers, b.Providers) && slices.Equal(a.Models, b.Models) && (a.Models == nil) == (b.Models == nil) &&
+		slices.Equal(a.Repos, b.Repos) &&
 		a.RunID == b.RunID && a.Tenant == b.Tenant && a.Agent == b.Agent
 }
 
@@ -142,8 +144,16 @@ func Gateway(t *testing.T, open func(testing.TB) gateway.Store) {
 		noModels.Models = []string{}
 		oneModel := tokenRecord("one-model", gatewayNow, time.Hour)
 		oneModel.Models = []string{"gpt-4o-mini"}
-		recordTokens(t, s, full, bare, noModels, oneModel)
-		for _, want := range []gateway.TokenRecord{full, bare, noModels, oneModel} {
+		// Repos kept in order with their access; an empty list reads
+		// back as none (nil), like a row from before repos were kept.
+		repos := tokenRecord("repos", gatewayNow, time.Hour)
+		repos.Providers = []string{"github"}
+		repos.Repos = []gateway.RepoGrant{{Repo: "octo/hello", Access: gateway.AccessRead}, {Repo: "Octo/Site.io", Access: gateway.AccessWrite}}
+		noRepos := tokenRecord("no-repos", gatewayNow, time.Hour)
+		noRepos.Repos = []gateway.RepoGrant{}
+		recordTokens(t, s, full, bare, noModels, oneModel, repos, noRepos)
+		noRepos.Repos = nil
+		for _, want := range []gateway.TokenRecord{full, bare, noModels, oneModel, repos, noRepos} {
 			got, err := s.LookupToken(ctx, want.JTI)
 			if err != nil || !sameRecord(got, want) {
 				t.Errorf("LookupToken(%s) = %+v, %v; want %+v", want.JTI, got, err, want)
