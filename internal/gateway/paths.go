@@ -44,6 +44,10 @@ var segmentName = regexp.MustCompile(`^[A-Za-z0-9._@+~-]+$`)
 // admitted because the SDKs use them to resume a stream and to poll a
 // background response (they name a response id, which only its creator
 // knows); listing and deleting responses are not.
+//
+// [KindHTTP] has none: only declared paths are forwarded. For
+// [KindGitHub] they are REST endpoints under /repos/*/* (see
+// [githubAllowPaths]); its git smart HTTP endpoints are admitted apart.
 func DefaultAllowPaths(kind string) []string {
 	switch kind {
 	case KindAnthropic:
@@ -63,6 +67,10 @@ func DefaultAllowPaths(kind string) []string {
 			out = append(out, "GET /"+v+"/models", "GET /"+v+"/models/*")
 		}
 		return out
+	case KindGitHub:
+		return append([]string(nil), githubAllowPaths...)
+	case KindHTTP:
+		return nil
 	default:
 		return []string{
 			"POST /v1/chat/completions",
