@@ -4,7 +4,8 @@
 //
 // The data plane ([Gateway.DataHandler], default port 8866) serves
 // /{provider}/... for every configured provider ("anthropic", "openai",
-// "gemini" and any OpenAI-compatible provider with a base URL). An
+// "gemini", "github" and any OpenAI-compatible provider with a base URL,
+// or declared HTTP API of [KindHTTP]). An
 // unmodified SDK works when its base URL points at the gateway
 // (http://gw:8866/anthropic) and its API key is the gateway token: the
 // token is taken from "Authorization: Bearer", "x-api-key",
@@ -23,7 +24,11 @@
 //	revocation view current          else 503 gateway revocation view is stale
 //	token not revoked                else 401 gateway token revoked
 //	method and path allowed for <p>  else 403 path not allowed for provider <p>: <class>
+//	repository in the token's repos  else 403 token not valid for repository <owner/name>
+//	  (kind github), with write access if it writes
+//	                                 else 403 token not valid for writing to repository <owner/name>
 //	model in the token's models      else 403 token not valid for model <m>
+//	  (model kinds only)
 //	gateway holds a key for <p>      else 502 gateway holds no key for provider <p>
 //
 // The path allow-list admits by default only the inference endpoints the
@@ -42,6 +47,30 @@
 // checked), a response header holding a key of the provider is dropped,
 // and every response body and trailer is scrubbed on its way back,
 // streaming, with each such key replaced by "[redacted]".
+//
+// # Brokered credentials
+//
+// The gateway also holds credentials that are not model keys, handed out
+// the same way (a per-run token, revoked at exit). A provider of
+// [KindHTTP] is a declared HTTP API: its real credential (the KeysDir
+// file named after it) goes in a declared header, after an optional
+// prefix, or as the password of HTTP Basic auth with a declared username
+// ([ProviderAuth]); it forwards only its declared "[METHOD ]PATH" rules
+// (there are no defaults). A provider of [KindGitHub] (built in as
+// "github") serves GitHub: git smart HTTP under
+// /github/OWNER/NAME[.git]/{info/refs,git-upload-pack,git-receive-pack}
+// goes to the git upstream (default https://github.com) with Basic
+// "x-access-token:<credential>", everything else to the REST upstream
+// (default https://api.github.com) with "Authorization: Bearer
+// <credential>", and only the REST endpoints under /repos/OWNER/NAME of
+// [DefaultAllowPaths] are admitted. Every github request must name a
+// repository in the token's repos ([RepoGrant], compared ignoring letter
+// case): clone, fetch and REST GET need read, push and the other REST
+// methods write. For both kinds the gateway token is also taken as the
+// password of "Authorization: Basic" (its username is ignored), and a 401
+// refusal carries a Basic challenge besides the Bearer one, so that git
+// (which shows a refusal's text as "remote: <text>") and other
+// Basic-only tools send it. Models do not apply to them.
 //
 // The admin plane ([Gateway.AdminHandler]) mints tokens and revokes them;
 // the caller mounts it on a listener sandboxes cannot reach and
@@ -76,15 +105,16 @@
 //
 //	{"iss":"custody","aud":["custody-gateway"],"exp":1800001800,
 //	 "nbf":1800000000,"iat":1800000000,"jti":"3q1uXnXkQw2cL0m8Zk3f1A",
-//	 "providers":["anthropic"],"models":["claude-sonnet-4-5"],
+//	 "providers":["anthropic","github"],"models":["claude-sonnet-4-5"],
+//	 "repos":[{"repo":"octo/hello","access":"read"}],
 //	 "tenant":"agents","agent":"run-1","run_id":"r1"}
 //
 // Times are NumericDates in whole seconds. jti is base64url of 16 random
 // bytes. exp, iat, jti and providers are required, exp - iat is at most
 // [MaxTokenTTL] (24 h), and the jti must be recorded in the [Store] with
-// the same exp, iat, providers, run_id, tenant and agent (so a token
-// signed with a leaked key is still refused); models, tenant, agent and
-// run_id are optional. exp and nbf are checked with a leeway
+// the same exp, iat, providers, models, repos, run_id, tenant and agent
+// (so a token signed with a leaked key is still refused); models, repos,
+// tenant, agent and run_id are optional. exp and nbf are checked with a leeway
 // ([Options.Leeway], default 5 s, at most 5 min; serve flag
 // --gateway-clock-leeway).
 package gateway
@@ -296,11 +326,13 @@ const (
 // ProviderConfig says where a provider is and how to talk to it.
 type ProviderConfig struct {
 	// BaseURL is the upstream the path after /{provider} is appended to,
-	// e.g. "https://api.anthropic.com". Required except for the three
-	// built-in providers, whose default is their public API.
+	// e.g. "https://api.anthropic.com". Required except for the four
+	// built-in providers, whose default is their public API (for "github",
+	// the REST API; see GitURL).
 	BaseURL string
-	// Kind is KindAnthropic, KindOpenAI or KindGemini. Defaults to the
-	// built-in provider's kind, or KindOpenAI for other names.
+	// Kind is KindAnthropic, KindOpenAI, KindGemini, KindHTTP or
+	// KindGitHub. Defaults to the built-in provider's kind, or KindOpenAI
+	// for other names.
 	Kind string
 	// AllowPaths are further endpoints the provider admits, as
 	// "[METHOD ]PATH" rules (see [DefaultAllowPaths] for the syntax and
