@@ -42,9 +42,23 @@ type ServeConfig struct {
 	// <data-dir>/gateway-ed25519.pem.
 	GatewaySigningKey string
 	// GatewayProviders adds or overrides providers as NAME=URL or
-	// NAME=KIND:URL (KIND anthropic, openai or gemini; default: the
-	// built-in provider's kind, else openai).
+	// NAME=KIND:URL (KIND anthropic, openai, gemini, http or github;
+	// default: the built-in provider's kind, else openai). A provider of
+	// kind http needs GatewayProviderAuth and at least one
+	// GatewayAllowPaths rule; for kind github URL is the REST API (see
+	// GatewayProviderGitURL for git).
 	GatewayProviders []string
+	// GatewayProviderAuth says where a kind-http provider's real
+	// credential goes, as NAME=header:HEADER[:PREFIX] (in HEADER after
+	// PREFIX; a PREFIX ending in a letter or digit gets a space, so
+	// "Bearer" means "Bearer ") or NAME=basic:USERNAME (HTTP Basic auth,
+	// the credential as password), e.g. "acme=header:Authorization:Bearer",
+	// "acme=header:X-API-Key".
+	GatewayProviderAuth []string
+	// GatewayProviderGitURL sets a kind-github provider's git smart HTTP
+	// upstream as NAME=URL. Default https://github.com for the built-in
+	// "github" and for other kind-github providers.
+	GatewayProviderGitURL []string
 	// GatewayAllowPaths add endpoints to a provider's path allow-list as
 	// NAME=[METHOD ]PATH (see gateway.DefaultAllowPaths for the rule
 	// syntax and the defaults), e.g. "openai=POST /v1/audio/speech".
@@ -263,7 +277,9 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.GatewayListen, "gateway-listen", c.GatewayListen, "model gateway data port (/{provider}/...); sandboxes reach it; empty disables the gateway")
 	fs.StringVar(&c.GatewayKeysDir, "gateway-keys-dir", c.GatewayKeysDir, "directory with one file per provider (anthropic, openai, gemini, ...) holding its real API key; re-read on change")
 	fs.StringVar(&c.GatewaySigningKey, "gateway-signing-key", c.GatewaySigningKey, "Ed25519 PKCS#8 PEM file for gateway tokens, created if missing (default <data-dir>/gateway-ed25519.pem)")
-	fs.StringSliceVar(&c.GatewayProviders, "gateway-provider", c.GatewayProviders, "add or override a provider: NAME=URL or NAME=KIND:URL, KIND anthropic|openai|gemini (repeatable)")
+	fs.StringSliceVar(&c.GatewayProviders, "gateway-provider", c.GatewayProviders, "add or override a provider: NAME=URL or NAME=KIND:URL, KIND anthropic|openai|gemini|http|github (repeatable); kind http forwards only its --gateway-allow-path rules and needs --gateway-provider-auth; kind github's URL is its REST API (built in: github=github:https://api.github.com)")
+	fs.StringSliceVar(&c.GatewayProviderAuth, "gateway-provider-auth", c.GatewayProviderAuth, "where a kind-http provider's real credential (its file in --gateway-keys-dir) goes: NAME=header:HEADER[:PREFIX] (PREFIX ending in a letter gets a space: 'acme=header:Authorization:Bearer', 'acme=header:X-API-Key') or NAME=basic:USERNAME (HTTP Basic, the credential as password) (repeatable)")
+	fs.StringSliceVar(&c.GatewayProviderGitURL, "gateway-provider-git-url", c.GatewayProviderGitURL, "a kind-github provider's git smart HTTP upstream: NAME=URL (default github=https://github.com) (repeatable)")
 	fs.StringSliceVar(&c.GatewayAllowPaths, "gateway-allow-path", c.GatewayAllowPaths, "let a provider forward one more endpoint: NAME=[METHOD ]PATH, * one path segment, ** (last) the rest, e.g. 'openai=POST /v1/audio/speech' (repeatable); by default only the SDKs' inference endpoints are forwarded")
 	fs.DurationVar(&c.GatewayClockLeeway, "gateway-clock-leeway", c.GatewayClockLeeway, "clock skew allowed on gateway tokens' exp and nbf between the minting replica and this one (0 to 5m; 0: none); larger admits laggier clocks but keeps every token usable that much past its exp")
 	fs.DurationVar(&c.GatewayRevocationMaxStaleness, "gateway-revocation-max-staleness", c.GatewayRevocationMaxStaleness, "longest time without a successful revocation poll of the store (every 1s) before the gateway fails closed: 503 'gateway revocation view is stale' and streams cut until the store answers (2s to 1h); shorter honours other replicas' revocations sooner in an outage, longer rides out database blips")
@@ -424,7 +440,7 @@ func (c *ServeConfig) providers() (map[string]gateway.ProviderConfig, error) {
 			return nil, fmt.Errorf("--gateway-provider %q: want NAME=URL or NAME=KIND:URL", p)
 		}
 		var pc gateway.ProviderConfig
-		if kind, u, ok := strings.Cut(rest, ":"); ok && (kind == gateway.KindAnthropic || kind == gateway.KindOpenAI || kind == gateway.KindGemini) {
+		if kind, u, ok := strings.Cut(rest, ":"); ok && isKind(kind) && (strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://")) {
 			pc.Kind, rest = kind, u
 		}
 		if u, err := url.Parse(rest); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -447,6 +463,9 @@ func (c *ServeConfig) providers() (map[string]gateway.ProviderConfig, error) {
 		}
 		pc.AllowPaths = append(pc.AllowPaths, rule)
 		out[name] = pc
+	}
+	if err := c.brokeredProviders(out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
