@@ -26,6 +26,9 @@ type MintRequest struct {
 	RunID  string `json:"run_id,omitempty"`
 	Tenant string `json:"tenant,omitempty"`
 	Agent  string `json:"agent,omitempty"`
+	// Repos are, for a github provider, the repositories the token may
+	// use.
+	Repos []RepoGrant `json:"repos,omitempty"`
 }
 
 // Token is a minted gateway token. Token is the secret: it goes into the

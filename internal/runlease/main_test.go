@@ -190,6 +190,7 @@ type adminServer struct {
 	revokes      []string
 	tokens       map[string]string // jti -> token
 	mintStatus   int               // default 201
+	mintHook     func() int        // if set, each mint's status (0: default), called under mu
 	revokeStatus int               // default 204
 	revokeHang   bool              // revoke waits for the client to give up
 	badAuth      int
@@ -212,6 +213,9 @@ func newAdminServer(t *testing.T, ev *events) *adminServer {
 		a.mu.Lock()
 		a.mints = append(a.mints, body)
 		status := a.mintStatus
+		if a.mintHook != nil {
+			status = a.mintHook()
+		}
 		a.mu.Unlock()
 		ev.add("mint")
 		if status != 0 && status != http.StatusCreated {

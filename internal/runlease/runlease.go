@@ -8,10 +8,14 @@
 //
 //  1. Mint a gateway token from the gateway's admin API ([Minter]), scoped
 //     to the run's providers, with a TTL (default 30 minutes) that bounds
-//     the damage should revocation fail.
+//     the damage should revocation fail; and one more token per brokered
+//     provider ([Broker]: a declared HTTP API, GitHub), each scoped to its
+//     provider alone (and, for GitHub, to its repositories). A failed mint
+//     revokes the tokens already minted and starts nothing.
 //  2. Start the command through sandboxd's ProcessService.Start with the
-//     token and each provider's base URL ONLY in ProcessConfig.env_vars
-//     (see [EnvVars]). The token is never put in the command's argv, in
+//     tokens and each provider's base URL ONLY in ProcessConfig.env_vars
+//     (see [EnvVars] and [BrokerEnv]; git gets a credential helper that
+//     reads its token from that environment, [GitEnv]). The token is never put in the command's argv, in
 //     this process's environment, or in a log line; [Token]'s String and
 //     LogValue leave it out.
 //  3. Copy the process's stdout and stderr events to Options.Stdout and
@@ -19,13 +23,15 @@
 //     does not forward its own), and forward signals from Options.Signals
 //     through ProcessService.SendSignal.
 //  4. At the process's ExitEvent — or on any other way out: a cancelled
-//     context, a broken sandboxd stream, an error — revoke the token
-//     ([Revoker]) in a deferred call under a context detached from the
-//     run's (context.WithoutCancel) with its own timeout (default 10 s).
+//     context, a broken sandboxd stream, an error — revoke every token
+//     ([Revoker]), at once, in a deferred call under contexts detached
+//     from the run's (context.WithoutCancel), each with its own timeout
+//     (default 10 s).
 //
 // A failed revocation is never swallowed: it is logged at Error level and
-// returned as a [*RevokeError] (joined with any other error), which names
-// the jti and says the token stays valid until its expiry.
+// returned as a [*RevokeError] (one per token that failed, joined with
+// any other error), which names the jti and says the token stays valid
+// until its expiry.
 //
 // # Cancellation
 //
@@ -148,9 +154,15 @@ type Options struct {
 	Admin Admin
 	// Process is sandboxd's ProcessService. Required.
 	Process processv1.ProcessServiceClient
-	// Providers the token is valid for; each gets its variables (see
-	// [EnvVars]). Required, each one of [Providers].
+	// Providers the model token is valid for; each gets its variables
+	// (see [EnvVars]). Each one of [Providers]; required unless Brokers
+	// are given (no model token is minted then).
 	Providers []string
+	// Brokers are further tokens, one per brokered gateway provider (kind
+	// http or github), each scoped to its provider alone and handed in
+	// its own variables (see [BrokerEnv]); minted with the model token
+	// and revoked with it.
+	Brokers []Broker
 	// GatewayURL is the gateway's data listener as the sandbox reaches it,
 	// e.g. "http://custody-gateway.custody:8866". Required.
 	GatewayURL string
@@ -233,8 +245,8 @@ func (o *Options) validate() error {
 		return errors.New("runlease: Admin is required")
 	case o.Process == nil:
 		return errors.New("runlease: Process is required")
-	case len(o.Providers) == 0:
-		return errors.New("runlease: at least one provider is required")
+	case len(o.Providers) == 0 && len(o.Brokers) == 0:
+		return errors.New("runlease: at least one provider or brokered provider is required")
 	case o.GatewayURL == "":
 		return errors.New("runlease: GatewayURL is required")
 	case len(o.Command) == 0:
@@ -245,6 +257,9 @@ func (o *Options) validate() error {
 		return errors.New("runlease: negative timeout")
 	}
 	if _, err := EnvVars(o.Providers, o.GatewayURL, ""); err != nil {
+		return fmt.Errorf("runlease: %w", err)
+	}
+	if err := checkBrokers(o.Brokers, o.Providers); err != nil {
 		return fmt.Errorf("runlease: %w", err)
 	}
 	if o.EgressProxy != "" {
@@ -294,40 +309,50 @@ func Run(ctx context.Context, opts Options) (exitCode int, err error) {
 	if err := opts.validate(); err != nil {
 		return -1, err
 	}
-	log := opts.Log.With("run_id", opts.RunID)
-	tok, err := opts.Admin.Mint(ctx, MintRequest{
-		Providers:  opts.Providers,
-		TTLSeconds: int64(opts.TTL / time.Second),
-		RunID:      opts.RunID,
-		Tenant:     opts.Tenant,
-		Agent:      opts.Agent,
-	})
-	if err != nil {
-		return -1, fmt.Errorf("runlease: mint gateway token (process not started): %w", err)
-	}
-	log = log.With("jti", tok.JTI)
-	log.InfoContext(ctx, "gateway token minted", "expires_at", tok.ExpiresAt, "providers", tok.Providers)
-
+	runLog := opts.Log.With("run_id", opts.RunID)
+	log := runLog
 	exitCode = -1
+	var minted []Token // revoked, every one, on the way out
 	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.RevokeTimeout)
-		defer cancel()
-		if rerr := opts.Admin.Revoke(rctx, tok.JTI); rerr != nil {
-			re := &RevokeError{JTI: tok.JTI, ExpiresAt: tok.ExpiresAt, ExitCode: exitCode, Err: rerr}
-			log.ErrorContext(rctx, "gateway token NOT revoked; it stays valid until its expiry",
-				"expires_at", tok.ExpiresAt, "error", rerr)
-			err = errors.Join(err, re)
-			return
-		}
-		log.InfoContext(rctx, "gateway token revoked")
+		err = errors.Join(err, revokeAll(ctx, &opts, runLog, minted, exitCode))
 	}()
+	mint := func(req MintRequest) (Token, error) {
+		req.TTLSeconds, req.RunID, req.Tenant, req.Agent = int64(opts.TTL/time.Second), opts.RunID, opts.Tenant, opts.Agent
+		tok, err := opts.Admin.Mint(ctx, req)
+		if err != nil {
+			return Token{}, fmt.Errorf("runlease: mint gateway token for %s (process not started): %w", strings.Join(req.Providers, ", "), err)
+		}
+		minted = append(minted, tok)
+		runLog.InfoContext(ctx, "gateway token minted", "jti", tok.JTI, "expires_at", tok.ExpiresAt, "providers", tok.Providers, "repos", len(req.Repos))
+		return tok, nil
+	}
+	var tok Token // the model token, if any
+	if len(opts.Providers) > 0 {
+		if tok, err = mint(MintRequest{Providers: opts.Providers}); err != nil {
+			return -1, err
+		}
+		log = log.With("jti", tok.JTI)
+	}
+	var brokered []string
+	for _, b := range opts.Brokers {
+		bt, err := mint(MintRequest{Providers: []string{b.Provider}, Repos: b.Repos})
+		if err != nil {
+			return -1, err
+		}
+		brokered = append(brokered, bt.Token)
+	}
 
 	env, err := EnvVars(opts.Providers, opts.GatewayURL, tok.Token)
 	if err != nil {
 		return -1, fmt.Errorf("runlease: %w", err)
 	}
+	be, err := BrokerEnv(opts.Brokers, opts.GatewayURL, brokered)
+	if err != nil {
+		return -1, err
+	}
+	maps.Copy(env, be)
 	if opts.EgressProxy != "" {
-		pe, err := EgressEnv(opts.EgressProxy, opts.GatewayURL, opts.RunID, tok.Token)
+		pe, err := EgressEnv(opts.EgressProxy, opts.GatewayURL, opts.RunID, minted[0].Token)
 		if err != nil {
 			return -1, fmt.Errorf("runlease: %w", err)
 		}
@@ -512,4 +537,28 @@ func toSignal(s os.Signal) (processv1.Signal, bool) {
 		return processv1.Signal_SIGNAL_SIGKILL, true
 	}
 	return 0, false
+}
+
+// revokeAll revokes every token in minted, at once, each under its own
+// context detached from the run's with opts.RevokeTimeout, and returns a
+// [*RevokeError] for each that failed (joined, in minting order), each
+// also logged at Error level.
+func revokeAll(ctx context.Context, opts *Options, log *slog.Logger, minted []Token, exitCode int) error {
+	errs := make([]error, len(minted))
+	var wg sync.WaitGroup
+	for i, tok := range minted {
+		wg.Go(func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), opts.RevokeTimeout)
+			defer cancel()
+			if rerr := opts.Admin.Revoke(rctx, tok.JTI); rerr != nil {
+				errs[i] = &RevokeError{JTI: tok.JTI, ExpiresAt: tok.ExpiresAt, ExitCode: exitCode, Err: rerr}
+				log.ErrorContext(rctx, "gateway token NOT revoked; it stays valid until its expiry",
+					"jti", tok.JTI, "expires_at", tok.ExpiresAt, "error", rerr)
+				return
+			}
+			log.InfoContext(rctx, "gateway token revoked", "jti", tok.JTI)
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
