@@ -37,6 +37,10 @@ type execConfig struct {
 	killGrace     time.Duration
 	revokeTimeout time.Duration
 	logLevel      string
+	// Brokered tokens (see execbroker.go).
+	githubRepos    []string
+	githubProvider string
+	brokerNames    []string
 }
 
 func newExecCmd(env Env) *cobra.Command {
@@ -68,7 +72,8 @@ The first SIGINT or SIGTERM is forwarded to the process; a second one stops it
 
 Exit status: the process's exit code; 1 if the token could not be revoked (the
 message names the jti, which stays valid until its expiry), if the process was
-killed by a signal or if sandboxd or the admin API failed; 2 for invalid usage.`,
+killed by a signal or if sandboxd or the admin API failed; 2 for invalid usage.
+` + execBrokerHelp,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{errors.New("exec: a COMMAND to run is required (custody exec [flags] -- COMMAND [ARG...])")}
@@ -96,6 +101,9 @@ killed by a signal or if sandboxd or the admin API failed; 2 for invalid usage.`
 	fs.DurationVar(&c.killGrace, "kill-grace", 10*time.Second, "after a stop, wait this long for the process before SIGKILL")
 	fs.DurationVar(&c.revokeTimeout, "revoke-timeout", 10*time.Second, "time allowed for revoking the token")
 	fs.StringVar(&c.logLevel, "log-level", "warn", "log level: debug, info, warn or error (logs go to stderr, never with the token)")
+	fs.StringSliceVar(&c.githubRepos, "github-repo", nil, "OWNER/NAME=read|write: a github token of its own for these repositories, with git set up to use it (repeatable; see above)")
+	fs.StringVar(&c.githubProvider, "github-provider", "github", "the gateway provider of kind github that --github-repo is for")
+	fs.StringSliceVar(&c.brokerNames, "broker", nil, "a kind-http gateway provider that gets a token of its own, as CUSTODY_<NAME>_TOKEN and CUSTODY_<NAME>_URL (repeatable)")
 	return cmd
 }
 
@@ -111,8 +119,11 @@ func (c execConfig) validate() error {
 		return fmt.Errorf("exec: --kill-grace %v must be positive", c.killGrace)
 	case c.revokeTimeout <= 0:
 		return fmt.Errorf("exec: --revoke-timeout %v must be positive", c.revokeTimeout)
-	case len(c.providers) == 0:
-		return errors.New("exec: at least one --provider is required")
+	case len(c.providers) == 0 && len(c.githubRepos) == 0 && len(c.brokerNames) == 0:
+		return errors.New("exec: at least one --provider, --github-repo or --broker is required")
+	}
+	if _, err := c.brokers(); err != nil {
+		return err
 	}
 	if u, err := url.Parse(c.gatewayURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("exec: --gateway-url %q is not an http(s) URL", c.gatewayURL)
@@ -165,7 +176,9 @@ func runExec(ctx context.Context, c execConfig, command []string, stdout, stderr
 	defer stop()
 	fwd, relayDone := relaySignals(runCtx, stop, errw)
 
+	brokers, _ := c.brokers() // checked by validate
 	code, err := runlease.Run(runCtx, runlease.Options{
+		Brokers:       brokers,
 		Admin:         admin,
 		Process:       processv1.NewProcessServiceClient(conn),
 		Providers:     c.providers,

@@ -50,10 +50,10 @@ func envName(provider string) string {
 	return strings.ToUpper(strings.ReplaceAll(provider, "-", "_"))
 }
 
-// checkBrokers returns why brokers cannot be handed to one process: a bad
+// CheckBrokers returns why brokers cannot be handed to one process: a bad
 // name, a provider twice (or one the model token already covers, whose
 // variables would collide), repos on a provider that is not git.
-func checkBrokers(brokers []Broker, providers []string) error {
+func CheckBrokers(brokers []Broker, providers []string) error {
 	seen := map[string]bool{}
 	for _, p := range providers {
 		seen[p] = true

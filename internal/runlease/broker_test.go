@@ -44,7 +44,7 @@ func TestGitEnv(t *testing.T) {
 			t.Errorf("GitEnv[%s] = %q, want %q", k, got[k], v)
 		}
 	}
-	env, err := runlease.BrokerEnv([]runlease.Broker{{Provider: "acme-api"}, {Provider: "github", Git: true, Repos: []runlease.RepoGrant{{"o/r", "read"}}}},
+	env, err := runlease.BrokerEnv([]runlease.Broker{{Provider: "acme-api"}, {Provider: "github", Git: true, Repos: []runlease.RepoGrant{{Repo: "o/r", Access: "read"}}}},
 		"http://gw:8866", []string{"tok-acme", "tok-gh"})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestGitEnv(t *testing.T) {
 
 func TestBrokersValidation(t *testing.T) {
 	h := newHarness(t, shared)
-	gh := runlease.Broker{Provider: "github", Git: true, Repos: []runlease.RepoGrant{{"octo/hello", "read"}}}
+	gh := runlease.Broker{Provider: "github", Git: true, Repos: []runlease.RepoGrant{{Repo: "octo/hello", Access: "read"}}}
 	for name, tc := range map[string]struct {
 		providers []string
 		brokers   []runlease.Broker
@@ -80,7 +80,7 @@ func TestBrokersValidation(t *testing.T) {
 		"model provider":    {[]string{"openai"}, []runlease.Broker{{Provider: "openai"}}},
 		"repos without git": {nil, []runlease.Broker{{Provider: "acme", Repos: gh.Repos}}},
 		"git without repos": {nil, []runlease.Broker{{Provider: "github", Git: true}}},
-		"access neither":    {nil, []runlease.Broker{{Provider: "github", Git: true, Repos: []runlease.RepoGrant{{"o/r", "admin"}}}}},
+		"access neither":    {nil, []runlease.Broker{{Provider: "github", Git: true, Repos: []runlease.RepoGrant{{Repo: "o/r", Access: "admin"}}}}},
 	} {
 		o := h.options(t, "true")
 		o.Providers, o.Brokers = tc.providers, tc.brokers
@@ -102,7 +102,7 @@ func TestBrokerTokens(t *testing.T) {
 	o := h.options(t, "sh", "-c", `printf '%s|%s|%s|%s' "$ANTHROPIC_API_KEY" "$CUSTODY_ACME_TOKEN" "$CUSTODY_GITHUB_TOKEN" "$GIT_CONFIG_COUNT" | sha256sum`)
 	o.Brokers = []runlease.Broker{
 		{Provider: "acme"},
-		{Provider: "github", Git: true, Repos: []runlease.RepoGrant{{"octo/hello", "read"}, {"octo/site", "write"}}},
+		{Provider: "github", Git: true, Repos: []runlease.RepoGrant{{Repo: "octo/hello", Access: "read"}, {Repo: "octo/site", Access: "write"}}},
 	}
 	code, err := runlease.Run(context.Background(), o)
 	if err != nil || code != 0 {
@@ -237,7 +237,7 @@ cat "$HOME/err" >&2
 test ! -e "$HOME/.git-credentials" || { echo "credentials stored"; exit 4; }
 git -C "$HOME/hello" rev-parse HEAD`)
 	o.Admin, o.Providers, o.GatewayURL = ac, nil, data.URL
-	o.Brokers = []runlease.Broker{{Provider: "github", Git: true, Repos: []runlease.RepoGrant{{"octo/hello", "write"}, {"octo/docs", "read"}}}}
+	o.Brokers = []runlease.Broker{{Provider: "github", Git: true, Repos: []runlease.RepoGrant{{Repo: "octo/hello", Access: "write"}, {Repo: "octo/docs", Access: "read"}}}}
 	o.KillGrace = 10 * time.Second
 	code, err := runlease.Run(context.Background(), o)
 	if err != nil || code != 0 {

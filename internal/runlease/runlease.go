@@ -259,7 +259,7 @@ func (o *Options) validate() error {
 	if _, err := EnvVars(o.Providers, o.GatewayURL, ""); err != nil {
 		return fmt.Errorf("runlease: %w", err)
 	}
-	if err := checkBrokers(o.Brokers, o.Providers); err != nil {
+	if err := CheckBrokers(o.Brokers, o.Providers); err != nil {
 		return fmt.Errorf("runlease: %w", err)
 	}
 	if o.EgressProxy != "" {
