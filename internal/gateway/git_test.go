@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"bytes"
+	"crypto/rand"
 	"encoding/base64"
 	"net/http"
 	"os"
@@ -125,6 +127,34 @@ func TestGitThroughGateway(t *testing.T) {
 		}
 		if got, want := gittest.Head(t, hello), strings.TrimSpace(gittest.Must(t, dir, wEnv, "rev-parse", "HEAD")); got != want {
 			t.Errorf("bare main = %s after push, want %s", got, want)
+		}
+	})
+
+	t.Run("large push", func(t *testing.T) {
+		// Over git's http.postBuffer (1 MiB): a chunked request body, sent
+		// after "Expect: 100-continue".
+		wEnv := gitClientEnv(t, write.Token)
+		dir := filepath.Join(work, "rw")
+		big := make([]byte, 3<<20)
+		if _, err := rand.Read(big); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "BIG"), big, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gittest.Must(t, dir, wEnv, "add", "BIG")
+		gittest.Must(t, dir, wEnv, "commit", "--quiet", "-m", "big")
+		out, err := gittest.Run(dir, wEnv, "push", "origin", "main")
+		seen.WriteString(out)
+		if err != nil {
+			t.Fatalf("large push: %v\n%s", err, out)
+		}
+		if got, want := gittest.Head(t, hello), strings.TrimSpace(gittest.Must(t, dir, wEnv, "rev-parse", "HEAD")); got != want {
+			t.Errorf("bare main = %s after a large push, want %s", got, want)
+		}
+		seen.WriteString(gittest.Must(t, work, readEnv, "clone", "--quiet", url("octo/hello.git"), "big"))
+		if b, err := os.ReadFile(filepath.Join(work, "big", "BIG")); err != nil || !bytes.Equal(b, big) {
+			t.Errorf("cloned BIG differs from the pushed one (%v)", err)
 		}
 	})
 

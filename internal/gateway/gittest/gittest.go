@@ -29,6 +29,9 @@ import (
 	"testing"
 )
 
+// maxBody bounds a chunked request body the server buffers.
+const maxBody = 256 << 20
+
 // Request is one request the server received.
 type Request struct {
 	Method, Path, RawQuery string
@@ -89,6 +92,16 @@ func New(t testing.TB, user, password string) *Server {
 			if len(segs) == 3 {
 				r.URL.Path = "/" + segs[0] + "/" + segs[1] + ".git/" + segs[2]
 			}
+		}
+		// net/http/cgi refuses a chunked body (CGI needs CONTENT_LENGTH),
+		// which git sends for a pack over http.postBuffer (1 MiB): buffer it.
+		if r.ContentLength < 0 && r.Body != nil {
+			b, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+			if err != nil || len(b) > maxBody {
+				http.Error(w, "request body unreadable or over 256 MiB", http.StatusRequestEntityTooLarge)
+				return
+			}
+			r.Body, r.ContentLength, r.TransferEncoding = io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
 		}
 		cg.ServeHTTP(w, r)
 	}))
