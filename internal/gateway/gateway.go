@@ -375,7 +375,8 @@ type Options struct {
 	// providers. Names match [a-z0-9][a-z0-9_-]*.
 	Providers map[string]ProviderConfig
 	// KeysDir holds one file per provider, named after it ("anthropic",
-	// "openai", "gemini"), containing its real API key (surrounding
+	// "openai", "gemini", "github", ...), containing its real API key or
+	// credential (surrounding
 	// whitespace trimmed), e.g. a mounted Kubernetes Secret. Files are
 	// checked for changes (mtime, size, inode) every PollInterval, so a key
 	// rotates without a restart. Empty means no keys: every request that

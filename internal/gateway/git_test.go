@@ -38,7 +38,7 @@ func newGitHubEnv(t *testing.T) *githubEnv {
 		w.Write([]byte(`{"full_name":"octo/hello","echo":"` + githubReal + `"}`))
 	})
 	e := newEnv(t, func(o *Options) {
-		o.Providers["github"] = ProviderConfig{BaseURL: rest.srv.URL, GitURL: gs.URL}
+		o.Providers["github"] = ProviderConfig{BaseURL: rest.srv.URL, GitURL: gs.URL, AllowPaths: []string{"GET /meta"}}
 		if err := os.WriteFile(filepath.Join(o.KeysDir, "github"), []byte(githubReal+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
