@@ -7,14 +7,16 @@
 // ".git"); push (git-receive-pack) is enabled.
 //
 // It needs the git binary (and its git-http-backend) on the machine;
-// [New] skips the test when it is missing. [Env] and [Run] run the git
-// client isolated from the user's and the system's configuration.
+// [New] skips the test when it is missing, [Start] (for a demo, outside
+// tests) returns an error. [Env] and [Run] run the git client isolated
+// from the user's and the system's configuration.
 package gittest
 
 import (
 	"bytes"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -53,13 +55,29 @@ type Server struct {
 	log []Request
 }
 
-// New starts a server accepting only user and password in HTTP Basic
-// auth, stopped when t ends. It skips t if git or git-http-backend is
-// not installed.
+// New starts a server (see [Start]) in a temporary root, stopped when t
+// ends. It skips t if git or git-http-backend is not installed.
 func New(t testing.TB, user, password string) *Server {
 	t.Helper()
-	backend := httpBackend(t)
-	s := &Server{Root: t.TempDir(), User: user, Password: password}
+	if _, err := HTTPBackend(); err != nil {
+		t.Skip(err)
+	}
+	s, err := Start(t.TempDir(), user, password)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start serves the bare repositories under root on a loopback port,
+// accepting only user and password in HTTP Basic auth, until Close.
+func Start(root, user, password string) (*Server, error) {
+	backend, err := HTTPBackend()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Root: root, User: user, Password: password}
 	cg := &cgi.Handler{
 		Path: backend,
 		Dir:  s.Root,
@@ -106,9 +124,11 @@ func New(t testing.TB, user, password string) *Server {
 		cg.ServeHTTP(w, r)
 	}))
 	s.URL = s.srv.URL
-	t.Cleanup(s.srv.Close)
-	return s
+	return s, nil
 }
+
+// Close stops the server.
+func (s *Server) Close() { s.srv.Close() }
 
 func (s *Server) authorized(r *http.Request) bool {
 	scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " ")
@@ -130,41 +150,68 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.log...)
 }
 
-// httpBackend is the path of git-http-backend, or skips t.
-func httpBackend(t testing.TB) string {
-	t.Helper()
+// HTTPBackend is the path of git-http-backend (in git --exec-path), or
+// an error if git or it is not installed.
+func HTTPBackend() (string, error) {
 	git, err := exec.LookPath("git")
 	if err != nil {
-		t.Skip("git is not installed")
+		return "", errors.New("gittest: git is not installed")
 	}
 	out, err := exec.Command(git, "--exec-path").Output()
 	if err != nil {
-		t.Skipf("git --exec-path: %v", err)
+		return "", fmt.Errorf("gittest: git --exec-path: %w", err)
 	}
 	p := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
 	if _, err := os.Stat(p); err != nil {
-		t.Skip("git-http-backend is not installed")
+		return "", errors.New("gittest: git-http-backend is not installed")
 	}
-	return p
+	return p, nil
 }
 
-// CreateBare creates the bare repository repo ("OWNER/NAME") with one
-// commit on branch main holding the file README with content readme, and
-// returns its directory.
+// CreateBare is [Server.Create], failing t on an error.
 func (s *Server) CreateBare(t testing.TB, repo, readme string) string {
 	t.Helper()
-	dir := filepath.Join(s.Root, filepath.FromSlash(repo)+".git")
-	env := Env(t)
-	Must(t, "", env, "init", "--quiet", "--bare", "--initial-branch=main", dir)
-	work := t.TempDir()
-	Must(t, work, env, "init", "--quiet", "--initial-branch=main")
-	if err := os.WriteFile(filepath.Join(work, "README"), []byte(readme), 0o644); err != nil {
+	dir, err := s.Create(repo, readme)
+	if err != nil {
 		t.Fatal(err)
 	}
-	Must(t, work, env, "add", "README")
-	Must(t, work, env, "commit", "--quiet", "-m", "initial")
-	Must(t, work, env, "push", "--quiet", dir, "main")
 	return dir
+}
+
+// Create creates the bare repository repo ("OWNER/NAME") with one commit
+// on branch main holding the file README with content readme, and
+// returns its directory.
+func (s *Server) Create(repo, readme string) (string, error) {
+	dir := filepath.Join(s.Root, filepath.FromSlash(repo)+".git")
+	work, err := os.MkdirTemp("", "gittest-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	env := EnvIn(work)
+	src := filepath.Join(work, "src")
+	for _, step := range []struct {
+		dir  string
+		args []string
+	}{
+		{"", []string{"init", "--quiet", "--bare", "--initial-branch=main", dir}},
+		{"", []string{"init", "--quiet", "--initial-branch=main", src}},
+		{src, nil},
+		{src, []string{"add", "README"}},
+		{src, []string{"commit", "--quiet", "-m", "initial"}},
+		{src, []string{"push", "--quiet", dir, "main"}},
+	} {
+		if step.args == nil {
+			if err := os.WriteFile(filepath.Join(src, "README"), []byte(readme), 0o644); err != nil {
+				return "", err
+			}
+			continue
+		}
+		if out, err := Run(step.dir, env, step.args...); err != nil {
+			return "", fmt.Errorf("gittest: git %s: %w\n%s", strings.Join(step.args, " "), err, out)
+		}
+	}
+	return dir, nil
 }
 
 // Head is the commit id main points at in the bare repository dir.
@@ -179,7 +226,11 @@ func Head(t testing.TB, dir string) string {
 // the PATH. Callers append their own variables.
 func Env(t testing.TB) []string {
 	t.Helper()
-	home := t.TempDir()
+	return EnvIn(t.TempDir())
+}
+
+// EnvIn is [Env] with HOME in home.
+func EnvIn(home string) []string {
 	return []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + home,
