@@ -95,11 +95,11 @@ func TestAddIncludeUsage(t *testing.T) {
 
 func TestIsUsageOnlyChunk(t *testing.T) {
 	for data, want := range map[string]bool{
-		`{"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}`:        true,
-		`{"id":"c","choices":null,"usage":{"prompt_tokens":3}}`:                            true,
-		`{"id":"c","usage":{"prompt_tokens":3}}`:                                           true,
-		`{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}`:         false,
-		`{"id":"c","choices":[{"index":0,"delta":{}}],"usage":{"prompt_tokens":3}}`:        false,
+		`{"id":"c","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}`:       true,
+		`{"id":"c","choices":null,"usage":{"prompt_tokens":3}}`:                           true,
+		`{"id":"c","usage":{"prompt_tokens":3}}`:                                          true,
+		`{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}`:        false,
+		`{"id":"c","choices":[{"index":0,"delta":{}}],"usage":{"prompt_tokens":3}}`:       false,
 		`{"id":"c","choices":[{"index":0,"delta":{"content":"\"usage\""}}],"usage":null}`: false,
 		`[DONE]`: false,
 	} {
