@@ -182,7 +182,9 @@ func sortedBudgets(r metering.Reservation) ([]metering.Budget, error) {
 	return budgets, nil
 }
 
-func negative(u metering.Usage) bool { return u.Requests < 0 || u.InputTokens < 0 || u.OutputTokens < 0 }
+func negative(u metering.Usage) bool {
+	return u.Requests < 0 || u.InputTokens < 0 || u.OutputTokens < 0
+}
 
 func compareKeys(a, b metering.BudgetKey) int {
 	return cmp.Or(strings.Compare(a.Scope, b.Scope), strings.Compare(a.Key, b.Key), strings.Compare(a.Period, b.Period))
