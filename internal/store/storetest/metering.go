@@ -466,10 +466,12 @@ func MeteringReplicas(t *testing.T, stores ...metering.Store) {
 		perWorker    = 12
 		workersPerDB = 4
 	)
-	limited := metering.BudgetKey{Scope: metering.ScopeToken, Key: "shared"}
+	// The limited budget is first in BudgetKey order: a store that
+	// locked it only after checking it would let too many in.
+	limited := metering.BudgetKey{Scope: metering.ScopeRun, Key: "a-limited"}
 	others := []metering.Budget{
-		budget(metering.BudgetKey{Scope: metering.ScopeRun, Key: "run-a"}, metering.Usage{InputTokens: 1 << 40}),
-		budget(metering.BudgetKey{Scope: metering.ScopeRun, Key: "run-b"}, metering.Usage{}),
+		budget(metering.BudgetKey{Scope: metering.ScopeRun, Key: "b-run"}, metering.Usage{InputTokens: 1 << 40}),
+		budget(metering.BudgetKey{Scope: metering.ScopeToken, Key: "shared"}, metering.Usage{}),
 		budget(metering.BudgetKey{Scope: metering.ScopeTenant, Key: "agents", Period: "day:2026-12-01"}, metering.Usage{OutputTokens: 1 << 40}),
 	}
 	amount := metering.Usage{Requests: 1, InputTokens: 100, OutputTokens: 50}
@@ -477,11 +479,27 @@ func MeteringReplicas(t *testing.T, stores ...metering.Store) {
 	var (
 		wg        sync.WaitGroup
 		succeeded atomic.Int64
+		start     = make(chan struct{})
+		reserved  sync.WaitGroup // every worker done reserving
 	)
-	for w := range workersPerDB * len(stores) {
+	workers := workersPerDB * len(stores)
+	reserved.Add(workers)
+	for w := range workers {
 		s := stores[w%len(stores)]
 		wg.Go(func() {
+			// Odd reservations stay open until every worker is done
+			// reserving, so that the limit is reached while many race
+			// for its last units; even ones are committed at once.
+			var held []metering.Settlement
+			defer func() {
+				reserved.Done()
+				reserved.Wait()
+				if err := s.Commit(ctx, held, nil); err != nil {
+					t.Errorf("Commit(held) = %v", err)
+				}
+			}()
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
+			<-start
 			for i := range perWorker {
 				budgets := append([]metering.Budget{budget(limited, metering.Usage{Requests: limit})}, others...)
 				rng.Shuffle(len(budgets), func(a, b int) { budgets[a], budgets[b] = budgets[b], budgets[a] })
@@ -499,6 +517,10 @@ func MeteringReplicas(t *testing.T, stores ...metering.Store) {
 					return
 				}
 				succeeded.Add(1)
+				if i%2 == 1 {
+					held = append(held, metering.Settlement{ID: r.ID, Actual: actual, Attribution: meterAttr})
+					continue
+				}
 				if err := s.Commit(ctx, []metering.Settlement{{ID: r.ID, Actual: actual, Attribution: meterAttr}}, nil); err != nil {
 					t.Errorf("Commit(%s) = %v", r.ID, err)
 					return
@@ -506,6 +528,7 @@ func MeteringReplicas(t *testing.T, stores ...metering.Store) {
 			}
 		})
 	}
+	close(start)
 	wg.Wait()
 	n := succeeded.Load()
 	if n < 1 || n > limit {
