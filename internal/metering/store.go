@@ -163,7 +163,9 @@ type UsageRow struct {
 // names the Attribution fields kept in the result, from "jti",
 // "run_id", "tenant", "agent", "provider", "model", "day"; the others
 // are "" in the rows returned, which are summed over them and ordered by
-// the kept fields.
+// the kept fields (in GroupBy's order). Without GroupBy the result is
+// one row, the total, or none when no usage row matches; a name not in
+// [GroupFields] is an error.
 type UsageFilter struct {
 	JTI, RunID, Tenant, Agent, Provider, Model string
 	Since, Until                               string

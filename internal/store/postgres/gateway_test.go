@@ -214,7 +214,7 @@ func TestGatewayModelsMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Back to schema version 5 (undoing migrations 6 to 8), then the old
+	// Back to schema version 5 (undoing migrations 6 to 9), then the old
 	// binary's INSERT.
 	r := storetest.LegacyTokenRecord
 	for _, q := range []string{
@@ -222,6 +222,9 @@ func TestGatewayModelsMigration(t *testing.T) {
 		`DROP TABLE signer_inbox`, // migration 7
 		`DROP TABLE signer_arg_digests`,
 		`DROP INDEX gateway_tokens_run`, // migration 8
+		`DROP TABLE metering_budgets`,   // migration 9
+		`DROP TABLE metering_reservations`,
+		`DROP TABLE metering_usage`,
 		`UPDATE custody_schema SET version = 5`,
 		fmt.Sprintf(`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, run_id, tenant, agent) VALUES ('%s', %d, %d, '{openai}', '%s', '%s', '%s')`,
 			r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), r.RunID, r.Tenant, r.Agent),

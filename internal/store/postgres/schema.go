@@ -21,4 +21,6 @@ var migrations = []string{
 	signerInboxSchema,
 	// 8: model gateway: tokens by run (revoked when the run closes).
 	gatewayRunSchema,
+	// 9: metering: budgets, open reservations, usage rows.
+	meteringSchema,
 }
