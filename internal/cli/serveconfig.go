@@ -15,6 +15,7 @@ import (
 	"github.com/agentcustody/custody/internal/egress"
 	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/mcpproxy"
+	"github.com/agentcustody/custody/internal/metering"
 	"github.com/agentcustody/custody/internal/signer"
 )
 

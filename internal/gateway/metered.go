@@ -6,10 +6,15 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/agentcustody/custody/internal/metering"
 	"github.com/agentcustody/custody/internal/tooluse"
 )
+
+// settleTimeout bounds the store write that settles a budgeted request;
+// past it the settlement is queued and retried by the meter.
+const settleTimeout = 5 * time.Second
 
 // metered is the metering of one request: its ticket, and what the
 // response has reported so far.
@@ -169,5 +174,9 @@ func (m *metered) settle(status int, outcome string, f tooluse.Format, res toolu
 	if outcome != outcomeProxied {
 		status, res.Complete = http.StatusOK, false
 	}
-	m.ticket.Settle(metering.Charge(m.ticket.Reserved(), status, f, res), model)
+	// Not the request's context: the request is counted even when its
+	// client went away.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), settleTimeout)
+	defer cancel()
+	m.ticket.Settle(ctx, metering.Charge(m.ticket.Reserved(), status, f, res), model)
 }

@@ -218,19 +218,31 @@ func (t *Ticket) Observe(ctx context.Context, soFar Usage) error {
 }
 
 // Settle counts the request as actual, with the model the response
-// named (or the request, or ""). It only queues: the meter's writer
-// writes it within Options.FlushInterval. Only the first call counts.
-func (t *Ticket) Settle(actual Usage, model string) {
+// named (or the request, or ""). A budgeted request is settled in the
+// store at once (ctx bounds it), so that the next request of the same
+// budget sees its spend and not its reservation; if that write fails it
+// is queued like the usage of a request without budgets, which the
+// meter's writer writes within Options.FlushInterval. Only the first
+// call counts.
+func (t *Ticket) Settle(ctx context.Context, actual Usage, model string) {
 	t.once.Do(func() {
 		att := t.att
 		att.Model = model
 		t.m.metrics.used(att.Provider, actual)
-		t.m.mu.Lock()
 		if t.budgeted {
-			t.m.settles = append(t.m.settles, Settlement{ID: t.id, Actual: actual, Attribution: att})
-		} else {
-			t.m.usage[att] = t.m.usage[att].Add(actual)
+			s := Settlement{ID: t.id, Actual: actual, Attribution: att}
+			err := t.m.store.Commit(ctx, []Settlement{s}, nil)
+			if err == nil {
+				return
+			}
+			t.m.log.WarnContext(ctx, "settling a reservation failed; retrying", "jti", att.JTI, "error", err)
+			t.m.mu.Lock()
+			t.m.settles = append(t.m.settles, s)
+			t.m.mu.Unlock()
+			return
 		}
+		t.m.mu.Lock()
+		t.m.usage[att] = t.m.usage[att].Add(actual)
 		t.m.mu.Unlock()
 	})
 }

@@ -23,4 +23,6 @@ var migrations = []string{
 	gatewayRunSchema,
 	// 9: metering: budgets, open reservations, usage rows.
 	meteringSchema,
+	// 10: model gateway: the budget claims of each minted token.
+	gatewayBudgetSchema,
 }
