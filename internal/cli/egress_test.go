@@ -120,10 +120,11 @@ func TestEgressGatewayToken(t *testing.T) {
 	e := newSignerEnv(t, "")
 	keys, s, log, cfg := e.keys, e.s, e.log, e.cfg
 	cfg.GatewayProviders = []string{"openai=http://127.0.0.1:1"}
-	gw, err := newGateway(ctx, cfg, e.db, nil, nil, log)
+	gw, meter, err := newGateway(ctx, cfg, e.db, nil, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer meter.Close(ctx)
 	defer gw.Close()
 	run, err := s.Register(ctx, apikey.Identity{Tenant: "agents", Agent: "a", Session: "p", Method: "static"})
 	if err != nil {

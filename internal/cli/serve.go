@@ -27,6 +27,7 @@ import (
 	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/kubeauth"
 	"github.com/agentcustody/custody/internal/memory"
+	"github.com/agentcustody/custody/internal/metering"
 	"github.com/agentcustody/custody/internal/signer"
 	"github.com/agentcustody/custody/internal/staticauth"
 	"github.com/agentcustody/custody/internal/store/postgres"
@@ -217,9 +218,18 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		if inbox != nil {
 			rec = modelCallRecorder{w: inbox, log: log}
 		}
-		if gw, err = newGateway(ctx, cfg, db, reg, rec, log); err != nil {
+		var meter *metering.Meter
+		if gw, meter, err = newGateway(ctx, cfg, db, reg, rec, log); err != nil {
 			return err
 		}
+		defer func() {
+			// After the gateway: what its last requests used is written.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			if err := meter.Close(cctx); err != nil {
+				log.Warn("writing the last usage failed", "error", err)
+			}
+		}()
 		defer gw.Close()
 		if sg != nil {
 			sg.gw.Store(gw) // a closing run's gateway tokens are revoked through it
@@ -256,6 +266,9 @@ func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 		admin.Handle("POST /v1/admin/agents/{tenant}/{agent}/revoke", instrument("admin_revoke_agent", keys.AdminRevokeAgentHandler()))
 		if gw != nil {
 			admin.Handle("/v1/gateway/", instrument("admin_gateway", gw.AdminHandler()))
+			mh := instrument("admin_metering", metering.AdminHandler(db))
+			admin.Handle("GET /v1/gateway/usage", mh)
+			admin.Handle("GET /v1/gateway/budgets", mh)
 		}
 		if sg != nil {
 			admin.Handle("/v1/signer/", instrument("admin_signer", sg.Admin()))

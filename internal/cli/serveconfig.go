@@ -15,6 +15,7 @@ import (
 	"github.com/agentcustody/custody/internal/egress"
 	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/mcpproxy"
+	"github.com/agentcustody/custody/internal/metering"
 	"github.com/agentcustody/custody/internal/signer"
 )
 
@@ -69,6 +70,14 @@ type ServeConfig struct {
 	// replicas whose clocks lag further, but keeps every token usable that
 	// much past its exp.
 	GatewayClockLeeway time.Duration
+	// GatewayBudgets is a JSON file of the operator's budgets: per tenant
+	// per day or month, and caps on every run and token (see
+	// metering.Policy). Empty: only the budgets tokens are minted with.
+	GatewayBudgets string
+	// GatewayDefaultMaxOutput is the output, in tokens, reserved for (and
+	// set as the maximum of) a request that declares none while an
+	// output limit applies. Default 4096.
+	GatewayDefaultMaxOutput int64
 	// GatewayRevocationMaxStaleness bounds the age of a replica's view of
 	// gateway revocations (time since its last successful poll of the
 	// store, every second); past it the gateway refuses every request
@@ -256,6 +265,7 @@ func Defaults() ServeConfig {
 		// The gateway's token and revocation checks.
 		GatewayClockLeeway:            gateway.DefaultLeeway,
 		GatewayRevocationMaxStaleness: 5 * time.Second,
+		GatewayDefaultMaxOutput:       4096,
 	}
 }
 
@@ -282,6 +292,8 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.GatewayProviderGitURL, "gateway-provider-git-url", c.GatewayProviderGitURL, "a kind-github provider's git smart HTTP upstream: NAME=URL (default github=https://github.com) (repeatable)")
 	fs.StringSliceVar(&c.GatewayAllowPaths, "gateway-allow-path", c.GatewayAllowPaths, "let a provider forward one more endpoint: NAME=[METHOD ]PATH, * one path segment, ** (last) the rest, e.g. 'openai=POST /v1/audio/speech' (repeatable); by default only the SDKs' inference endpoints are forwarded")
 	fs.DurationVar(&c.GatewayClockLeeway, "gateway-clock-leeway", c.GatewayClockLeeway, "clock skew allowed on gateway tokens' exp and nbf between the minting replica and this one (0 to 5m; 0: none); larger admits laggier clocks but keeps every token usable that much past its exp")
+	fs.StringVar(&c.GatewayBudgets, "gateway-budgets", c.GatewayBudgets, `JSON file of budgets: {"tenants":{"NS":{"period":"day|month","requests":N,"input_tokens":N,"output_tokens":N}},"default_tenant":{...},"run":{...},"token":{...}}; checked before each request is forwarded, across replicas; 402 "budget exceeded"`)
+	fs.Int64Var(&c.GatewayDefaultMaxOutput, "gateway-default-max-output-tokens", c.GatewayDefaultMaxOutput, "output tokens reserved for, and set as the maximum of, a request that declares no max_tokens while an output budget applies")
 	fs.DurationVar(&c.GatewayRevocationMaxStaleness, "gateway-revocation-max-staleness", c.GatewayRevocationMaxStaleness, "longest time without a successful revocation poll of the store (every 1s) before the gateway fails closed: 503 'gateway revocation view is stale' and streams cut until the store answers (2s to 1h); shorter honours other replicas' revocations sooner in an outage, longer rides out database blips")
 	fs.StringSliceVar(&c.AdminServiceAccounts, "admin-service-accounts", c.AdminServiceAccounts, "service accounts (NS:NAME) whose projected token (audience --admin-audience, checked by TokenReview) is accepted on the admin listener")
 	fs.StringVar(&c.AdminAudience, "admin-audience", c.AdminAudience, "audience admin callers' projected tokens must carry")
@@ -406,6 +418,14 @@ func (c *ServeConfig) Validate() error {
 	}
 	if c.GatewayClockLeeway < 0 || c.GatewayClockLeeway > gateway.MaxLeeway {
 		errs = append(errs, fmt.Errorf("--gateway-clock-leeway %v: must be between 0 and %v", c.GatewayClockLeeway, gateway.MaxLeeway))
+	}
+	if c.GatewayDefaultMaxOutput < 1 {
+		errs = append(errs, fmt.Errorf("--gateway-default-max-output-tokens %d: must be at least 1", c.GatewayDefaultMaxOutput))
+	}
+	if c.GatewayBudgets != "" {
+		if _, err := metering.LoadPolicy(c.GatewayBudgets); err != nil {
+			errs = append(errs, fmt.Errorf("--gateway-budgets %s: %w", c.GatewayBudgets, err))
+		}
 	}
 	if c.GatewayRevocationMaxStaleness < 2*time.Second || c.GatewayRevocationMaxStaleness > time.Hour {
 		errs = append(errs, fmt.Errorf("--gateway-revocation-max-staleness %v: must be between 2s and 1h", c.GatewayRevocationMaxStaleness))

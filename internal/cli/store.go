@@ -7,6 +7,7 @@ import (
 	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/memory"
+	"github.com/agentcustody/custody/internal/metering"
 	"github.com/agentcustody/custody/internal/signer"
 	"github.com/agentcustody/custody/internal/store/postgres"
 	"github.com/agentcustody/custody/internal/store/sqlite"
@@ -18,6 +19,7 @@ type store interface {
 	apikey.Store
 	memory.Store
 	gateway.Store
+	metering.Store
 	signer.Store
 	signer.InboxStore
 	Ping(ctx context.Context) error

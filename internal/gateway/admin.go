@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentcustody/custody/internal/apierror"
+	"github.com/agentcustody/custody/internal/metering"
 )
 
 // maxMintBody bounds a mint request body.
@@ -39,6 +40,12 @@ type MintRequest struct {
 	// [RepoGrant]; at most [MaxRepos], each once; write implies read).
 	// Absent: none, and such providers refuse the token.
 	Repos []RepoGrant `json:"repos,omitempty"`
+	// Budget limits the token's own use and RunBudget its run's, e.g.
+	// {"requests":100,"input_tokens":200000,"output_tokens":50000}; an
+	// absent or 0 counter is no limit. Operator policy may lower them
+	// (see internal/metering's Policy), never raise them.
+	Budget    *metering.Usage `json:"budget,omitempty"`
+	RunBudget *metering.Usage `json:"run_budget,omitempty"`
 }
 
 // MintResponse is the 201 body of POST /v1/gateway/tokens.
@@ -49,6 +56,9 @@ type MintResponse struct {
 	Providers []string    `json:"providers"`
 	Models    []string    `json:"models,omitempty"`
 	Repos     []RepoGrant `json:"repos,omitempty"`
+	// Budget and RunBudget are the token's budget claims, if any.
+	Budget    *metering.Usage `json:"budget,omitempty"`
+	RunBudget *metering.Usage `json:"run_budget,omitempty"`
 }
 
 // AdminHandler serves the admin plane. The caller mounts it on a listener
@@ -87,7 +97,7 @@ func (g *Gateway) serveMint(w http.ResponseWriter, r *http.Request) {
 		apierror.Write(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	m, err := g.Mint(r.Context(), Grant{
+	grant := Grant{
 		Providers: req.Providers,
 		Models:    req.Models,
 		Repos:     req.Repos,
@@ -95,7 +105,14 @@ func (g *Gateway) serveMint(w http.ResponseWriter, r *http.Request) {
 		RunID:     req.RunID,
 		Tenant:    req.Tenant,
 		Agent:     req.Agent,
-	})
+	}
+	if req.Budget != nil {
+		grant.Budget = *req.Budget
+	}
+	if req.RunBudget != nil {
+		grant.RunBudget = *req.RunBudget
+	}
+	m, err := g.Mint(r.Context(), grant)
 	switch {
 	case errors.Is(err, ErrBadGrant):
 		apierror.Write(w, http.StatusBadRequest, "bad_request", err.Error())
@@ -114,6 +131,7 @@ func (g *Gateway) serveMint(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(MintResponse{
 		Token: m.Token, JTI: m.JTI, ExpiresAt: m.ExpiresAt.UTC(),
 		Providers: m.Claims.Providers, Models: m.Claims.Models, Repos: m.Claims.Repos,
+		Budget: m.Claims.Budget, RunBudget: m.Claims.RunBudget,
 	})
 }
 
@@ -128,7 +146,7 @@ func decodeMint(w http.ResponseWriter, r *http.Request) (MintRequest, error) {
 		if errors.As(err, &mbe) {
 			return req, err
 		}
-		return req, errors.New(`body must be a JSON object {"providers":[...],"ttl_seconds":n,"run_id","tenant","agent","models":[...],"repos":[{"repo","access"}...]} with no other fields`)
+		return req, errors.New(`body must be a JSON object {"providers":[...],"ttl_seconds":n,"run_id","tenant","agent","models":[...],"repos":[{"repo","access"}...],"budget":{...},"run_budget":{...}} with no other fields`)
 	}
 	if err := dec.Decode(&struct{}{}); !errors.Is(err, io.EOF) {
 		return req, errors.New("body must hold exactly one JSON object")

@@ -136,6 +136,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentcustody/custody/internal/metering"
 )
 
 // Sentinel errors. Callers test them with errors.Is; [HTTPStatusFor] maps
@@ -208,6 +210,10 @@ var (
 	ErrBadGrant = errors.New("bad token grant")
 	// ErrCannotMint: this gateway holds no signing key.
 	ErrCannotMint = errors.New("gateway holds no signing key")
+	// ErrUnmeterable: a budget applies and the request body does not say
+	// plainly what it asks for (not one JSON object, a limit given twice
+	// or of the wrong type, too large to read; see metering.Inspect).
+	ErrUnmeterable = errors.New("request cannot be metered")
 )
 
 // DefaultDataAddr is the data plane's conventional listen address.
@@ -230,8 +236,12 @@ func HTTPStatusFor(err error) int {
 		return http.StatusBadGateway
 	case errors.Is(err, ErrUpstreamTimeout):
 		return http.StatusGatewayTimeout
-	case errors.Is(err, ErrBadGrant):
+	case errors.Is(err, ErrBadGrant), errors.Is(err, ErrUnmeterable):
 		return http.StatusBadRequest
+	case errors.Is(err, metering.ErrBudgetExceeded):
+		return http.StatusPaymentRequired
+	case errors.Is(err, metering.ErrUnavailable):
+		return http.StatusServiceUnavailable
 	case errors.Is(err, ErrCannotMint), errors.Is(err, ErrRevocationStale):
 		return http.StatusServiceUnavailable
 	}
@@ -244,7 +254,8 @@ func HTTPStatusFor(err error) int {
 func refusalFor(err error) (int, string) {
 	status := HTTPStatusFor(err)
 	for _, s := range []error{ErrUnknownProvider, ErrMissingToken, ErrInvalidToken, ErrForbidden, ErrRevoked,
-		ErrRevocationStale, ErrPathNotAllowed, ErrNoProviderKey, ErrUpstream, ErrUpstreamTimeout} {
+		ErrRevocationStale, ErrPathNotAllowed, ErrNoProviderKey, ErrUpstream, ErrUpstreamTimeout,
+		metering.ErrBudgetExceeded, metering.ErrUnavailable, ErrUnmeterable} {
 		if errors.Is(err, s) {
 			return status, err.Error()
 		}
@@ -271,6 +282,8 @@ type TokenRecord struct {
 	RunID  string
 	Tenant string
 	Agent  string
+	// Budget and RunBudget are the token's budget claims, zero for none.
+	Budget, RunBudget metering.Usage
 }
 
 // Revocation is one revoked token.
@@ -442,6 +455,10 @@ type Options struct {
 	// Recorder, if set, receives every request made with a token minted
 	// for a run (see [Recorder]); nil records nothing.
 	Recorder Recorder
+	// Meter, if set, meters every request forwarded upstream and holds it
+	// to its budgets (see the package doc's "Usage and budgets"); nil
+	// meters nothing. The gateway does not close it.
+	Meter *metering.Meter
 }
 
 // provider is a configured provider.
@@ -474,6 +491,7 @@ type Gateway struct {
 	log       *slog.Logger
 	metrics   *metrics
 	recorder  Recorder
+	meter     *metering.Meter
 
 	cursor int64 // largest revocation Seq applied; owned by the poller
 
@@ -560,6 +578,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		transport: newTransport(opts.UpstreamProxy, opts.ResponseHeaderTimeout),
 		now:       opts.Now,
 		recorder:  opts.Recorder,
+		meter:     opts.Meter,
 		leeway:    tc.leeway(),
 		poll:      opts.PollInterval,
 		maxStale:  opts.MaxStaleness,
@@ -695,6 +714,9 @@ func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
 			return Minted{}, fmt.Errorf("%w: empty model name", ErrBadGrant)
 		}
 	}
+	if !nonNegative(grant.Budget) || !nonNegative(grant.RunBudget) {
+		return Minted{}, fmt.Errorf("%w: budget limits must not be negative", ErrBadGrant)
+	}
 	if grant.TTL < 0 || (grant.TTL != 0 && grant.TTL < time.Second) || grant.TTL > MaxTokenTTL {
 		return Minted{}, fmt.Errorf("%w: ttl must be between 1 s and %v", ErrBadGrant, MaxTokenTTL)
 	}
@@ -708,6 +730,7 @@ func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
 		Repos: slices.Clone(c.Repos),
 		RunID: c.RunID, Tenant: c.Tenant, Agent: c.Agent,
 	}
+	rec.Budget, rec.RunBudget = c.budgets()
 	if err := g.store.RecordToken(ctx, rec); err != nil {
 		return Minted{}, fmt.Errorf("gateway: record token: %w", err)
 	}
@@ -716,6 +739,10 @@ func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
 	g.log.InfoContext(ctx, "gateway token minted", "jti", c.ID, "providers", c.Providers, "models", c.Models, "repos", c.Repos,
 		"run_id", c.RunID, "tenant", c.Tenant, "agent", c.Agent, "expires_at", c.ExpiresAt.Time)
 	return Minted{Token: tok, JTI: c.ID, ExpiresAt: c.ExpiresAt.Time, Claims: c}, nil
+}
+
+func nonNegative(u metering.Usage) bool {
+	return u.Requests >= 0 && u.InputTokens >= 0 && u.OutputTokens >= 0
 }
 
 // Revoke revokes jti durably, marks it revoked on this replica at once and

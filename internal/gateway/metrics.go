@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentcustody/custody/internal/metering"
 )
 
 // Outcomes of a data-plane request: the fixed label set of
@@ -22,6 +24,9 @@ const (
 	outcomeCancelled       = "cancelled"
 	outcomeNotFound        = "not_found"
 	outcomePathNotAllowed  = "path_not_allowed"
+	outcomeBudgetExceeded  = "budget_exceeded"
+	outcomeBudgetUnchecked = "budget_unavailable"
+	outcomeUnmeterable     = "unmeterable"
 )
 
 // metrics are the gateway's collectors. They always exist; they are
@@ -108,6 +113,12 @@ func outcomeFor(err error) string {
 		return outcomeNoKey
 	case errors.Is(err, ErrPathNotAllowed):
 		return outcomePathNotAllowed
+	case errors.Is(err, metering.ErrBudgetExceeded):
+		return outcomeBudgetExceeded
+	case errors.Is(err, metering.ErrUnavailable):
+		return outcomeBudgetUnchecked
+	case errors.Is(err, ErrUnmeterable):
+		return outcomeUnmeterable
 	}
 	return outcomeUpstreamError
 }

@@ -66,7 +66,7 @@ func (g *Gateway) remember(rec TokenRecord) {
 }
 
 // recordMatches reports whether c's claims are those recorded at mint:
-// times to the second; providers, models and repos each as a set (order and
+// times to the second; budgets exactly; providers, models and repos each as a set (order and
 // repeats do not change what the token allows), the token's models equal
 // to the recorded set exactly, so a token without a models claim matches
 // only a record of none. A record with nil Models (kept before models
@@ -77,7 +77,9 @@ func recordMatches(rec TokenRecord, c *Claims) bool {
 		rec.RunID != c.RunID || rec.Tenant != c.Tenant || rec.Agent != c.Agent {
 		return false
 	}
-	return sameSet(rec.Providers, c.Providers) && sameSet(rec.Models, c.Models) && sameRepos(rec.Repos, c.Repos)
+	tb, rb := c.budgets()
+	return sameSet(rec.Providers, c.Providers) && sameSet(rec.Models, c.Models) && sameRepos(rec.Repos, c.Repos) &&
+		rec.Budget == tb && rec.RunBudget == rb
 }
 
 // sameSet reports whether a and b hold the same strings, ignoring order

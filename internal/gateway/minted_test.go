@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/agentcustody/custody/internal/metering"
 )
 
 func (m *memStore) lookupCount() int {
@@ -24,6 +26,7 @@ func (m *memStore) lookupCount() int {
 func TestTokenNotMintedRefused(t *testing.T) {
 	e := newEnv(t)
 	real := e.mint(t, Grant{Providers: []string{"openai"}, TTL: time.Hour, RunID: "r1"})
+	budgeted := e.mint(t, Grant{Providers: []string{"openai"}, RunID: "r1", Budget: metering.Usage{Requests: 1}, RunBudget: metering.Usage{OutputTokens: 5}})
 	now := time.Now().Truncate(time.Second)
 	forge := func(f func(*Claims)) string {
 		c := &Claims{
@@ -48,6 +51,18 @@ func TestTokenNotMintedRefused(t *testing.T) {
 		{"minted jti, longer exp", forge(func(c *Claims) {
 			*c = *real.Claims
 			c.ExpiresAt = jwt.NewNumericDate(c.ExpiresAt.Add(time.Hour))
+		}), "invalid gateway token: not minted by this gateway\n"},
+		{"minted jti, budget dropped", forge(func(c *Claims) {
+			*c = *budgeted.Claims
+			c.Budget = nil
+		}), "invalid gateway token: not minted by this gateway\n"},
+		{"minted jti, run budget raised", forge(func(c *Claims) {
+			*c = *budgeted.Claims
+			c.RunBudget = &metering.Usage{OutputTokens: 5000}
+		}), "invalid gateway token: not minted by this gateway\n"},
+		{"budget added to a token minted without", forge(func(c *Claims) {
+			*c = *real.Claims
+			c.Budget = &metering.Usage{Requests: 1}
 		}), "invalid gateway token: not minted by this gateway\n"},
 		{"minted jti, other run", forge(func(c *Claims) {
 			*c = *real.Claims

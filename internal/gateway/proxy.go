@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentcustody/custody/internal/metering"
 )
 
 // newTransport is the one upstream transport a gateway shares across all
@@ -215,6 +217,9 @@ type proxyState struct {
 	rawRest  string // its escaped form, if it differs from the default
 	git      bool   // KindGitHub: a git smart HTTP request (see classifyGitHub)
 	outcome  string
+	// dropUsage, if set, takes the usage-only chunks out of an event
+	// stream (see responseBody.dropUsage).
+	dropUsage func(data []byte)
 }
 
 type stateKey struct{}
@@ -318,6 +323,15 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, name, jti, fmt.Errorf("%w %s", ErrNoProviderKey, name))
 		return
 	}
+	if g.meter != nil {
+		if model == "" && len(claims.Models) == 0 && p.kind == KindGemini {
+			model = requestModel(p, r, rest) // from the path
+		}
+		if err := g.beginMetering(ctx, cancel, r, claims, p, rest, model, rc); err != nil {
+			g.refuse(w, r, name, jti, err)
+			return
+		}
+	}
 	// Upgrade (websocket, h2c) is never forwarded: drop it here so that
 	// the proxy does not re-add it after removing hop-by-hop headers.
 	if _, ok := r.Header["Upgrade"]; ok {
@@ -344,13 +358,21 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		r.Body = rc.body(r.Body)
 	}
 	st = &proxyState{provider: p, key: key, jti: jti, rest: rest, rawRest: rawRest, git: git, outcome: outcomeProxied}
+	if rc != nil && rc.meter.strip {
+		st.dropUsage = rc.meter.onChunk
+	}
 	g.metrics.inflight.Inc()
 	defer func() {
 		g.metrics.inflight.Dec()
-		if errors.Is(context.Cause(ctx), ErrRevoked) {
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, ErrRevoked):
 			st.outcome = outcomeRevoked
-		} else if errors.Is(context.Cause(ctx), ErrRevocationStale) {
+		case errors.Is(cause, ErrRevocationStale):
 			st.outcome = outcomeStale
+		case errors.Is(cause, metering.ErrBudgetExceeded):
+			st.outcome = outcomeBudgetExceeded
+		case errors.Is(cause, metering.ErrUnavailable):
+			st.outcome = outcomeBudgetUnchecked
 		}
 		g.metrics.request(name, st.outcome)
 	}()
@@ -578,6 +600,7 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	rb := &responseBody{src: res.Body, res: res, ctx: res.Request.Context(), secrets: secrets}
 	if isEventStream(res.Header) {
 		rb.endEvent = streamErrorEvent(st.provider.kind, st.rest)
+		rb.dropUsage = st.dropUsage
 	} else if res.ContentLength >= 0 && res.ContentLength <= maxWholeBody {
 		rb.readSize = int(res.ContentLength) + 1 // the body and its EOF in one read
 		b, err := io.ReadAll(rb)

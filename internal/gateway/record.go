@@ -47,29 +47,37 @@ type Call struct {
 	Response tooluse.Result
 }
 
-// recording follows one request for the Recorder: it wraps the response
-// writer (hashing and scanning what the client gets) and the request body
-// (hashing what the upstream reads).
+// recording follows one request for the Recorder and the Meter: it
+// wraps the response writer (scanning what the client gets and, for the
+// Recorder, hashing it) and the request body (hashing what the upstream
+// reads).
 type recording struct {
 	g       *Gateway
+	record  bool // for the Recorder: hashes are kept
 	call    Call
-	reqHash hash.Hash
-	resHash hash.Hash
+	reqHash hash.Hash // nil unless record
+	resHash hash.Hash // nil unless record
 	scanner *tooluse.Scanner
 	format  tooluse.Format
 	known   bool // format known for the path
 	w       http.ResponseWriter
 	wrote   bool
 	refused string // the outcome of a refusal, set by Gateway.refuse
+	meter   metered
 }
 
-// startRecording returns a recording for a request of a run's token, nil
-// when there is no Recorder or the token has no run.
+// startRecording returns a recording for a request of a run's token when
+// there is a Recorder, or for any request when there is a Meter; else
+// nil.
 func (g *Gateway) startRecording(c *Claims, p *provider, r *http.Request, rest string) *recording {
-	if g.recorder == nil || c.RunID == "" {
+	record := g.recorder != nil && c.RunID != ""
+	if !record && g.meter == nil {
 		return nil
 	}
-	rc := &recording{g: g, reqHash: sha256.New(), resHash: sha256.New()}
+	rc := &recording{g: g, record: record}
+	if record {
+		rc.reqHash, rc.resHash = sha256.New(), sha256.New()
+	}
 	rc.call = Call{
 		RunID: c.RunID, Tenant: c.Tenant, Agent: c.Agent, JTI: c.ID,
 		Provider: p.name, PathClass: pathClass(rest), Method: r.Method,
@@ -88,13 +96,14 @@ func (rc *recording) writer(w http.ResponseWriter) http.ResponseWriter {
 
 // body wraps a request body so that what the upstream reads is hashed.
 func (rc *recording) body(b io.ReadCloser) io.ReadCloser {
-	if b == nil || b == http.NoBody {
+	if b == nil || b == http.NoBody || !rc.record {
 		return b
 	}
 	return &hashingBody{ReadCloser: b, h: rc.reqHash}
 }
 
-// finish hands the call to the Recorder.
+// finish settles the request's metering and hands the call to the
+// Recorder.
 func (rc *recording) finish(ctx context.Context, outcome string, model string) {
 	c := &rc.call
 	c.Duration = rc.g.now().Sub(c.Started)
@@ -102,15 +111,22 @@ func (rc *recording) finish(ctx context.Context, outcome string, model string) {
 	if c.Status == 0 {
 		c.Status = http.StatusOK // nothing written: the server answers 200
 	}
-	copy(c.RequestSHA256[:], rc.reqHash.Sum(nil))
-	copy(c.ResponseSHA256[:], rc.resHash.Sum(nil))
 	if rc.scanner != nil {
 		c.Response = rc.scanner.Result()
+	}
+	if !c.Response.HasUsage && rc.meter.chunk != nil {
+		c.Response.Usage, c.Response.HasUsage = *rc.meter.chunk, true
 	}
 	c.Model = c.Response.Model
 	if c.Model == "" {
 		c.Model = model
 	}
+	rc.meter.settle(c.Status, outcome, rc.format, c.Response, c.Model)
+	if !rc.record {
+		return
+	}
+	copy(c.RequestSHA256[:], rc.reqHash.Sum(nil))
+	copy(c.ResponseSHA256[:], rc.resHash.Sum(nil))
 	// Not the request's context: the call is recorded even when the
 	// client went away.
 	rc.g.recorder.RecordCall(context.WithoutCancel(ctx), *c)
@@ -141,9 +157,13 @@ func (w *recordingWriter) Write(p []byte) (int, error) {
 		w.WriteHeader(http.StatusOK)
 	}
 	n, err := w.ResponseWriter.Write(p)
-	w.rc.resHash.Write(p[:n])
-	if w.rc.scanner != nil {
-		w.rc.scanner.Write(p[:n])
+	rc := w.rc
+	if rc.resHash != nil {
+		rc.resHash.Write(p[:n])
+	}
+	if rc.scanner != nil {
+		rc.scanner.Write(p[:n])
+		rc.meter.observe(rc.scanner, rc.format)
 	}
 	return n, err
 }

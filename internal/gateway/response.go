@@ -10,6 +10,8 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"strings"
+
+	"github.com/agentcustody/custody/internal/metering"
 )
 
 // redacted replaces every secret found in an upstream response.
@@ -55,8 +57,12 @@ type responseBody struct {
 	ctx     context.Context
 	secrets [][]byte
 	// endEvent is the provider's in-stream error event for a refusal
-	// text; nil when the body is not an event stream.
-	endEvent func(text string) []byte
+	// status and text; nil when the body is not an event stream.
+	endEvent func(status int, text string) []byte
+	// dropUsage, if set, is given the data of each whole event that is
+	// an OpenAI usage-only chunk, which is then not passed on (the
+	// gateway asked for it, the client did not).
+	dropUsage func(data []byte)
 
 	readSize int    // the most read from src at once
 	buf      []byte // what was held back, then the last upstream read
@@ -265,8 +271,8 @@ func (b *responseBody) fill() {
 		// Cut. What is held back (a possible secret prefix, an
 		// incomplete event) is dropped.
 		b.err = err
-		if text, ok := b.refusal(); ok && b.endEvent != nil && !b.midEvent && whole >= len(w)-keep {
-			b.out = append(w[:whole:whole], b.endEvent(text)...)
+		if status, text, ok := b.refusal(); ok && b.endEvent != nil && !b.midEvent && whole >= len(w)-keep {
+			b.out = append(b.filter(w[:whole:whole]), b.endEvent(status, text)...)
 			b.held = nil
 			b.err = io.EOF
 			return
@@ -274,6 +280,9 @@ func (b *responseBody) fill() {
 	}
 	b.out = w[:len(w)-keep]
 	b.held = w[len(w)-keep:]
+	if b.dropUsage != nil && !b.midEvent {
+		b.out = b.filter(b.out)
+	}
 	if b.endEvent != nil && len(w)-keep > whole {
 		b.midEvent = true
 	}
@@ -281,13 +290,75 @@ func (b *responseBody) fill() {
 
 // refusal is the refusal text of the cause the request was cut for, if it
 // was cut by a refusal (a revoked token).
-func (b *responseBody) refusal() (string, bool) {
+func (b *responseBody) refusal() (int, string, bool) {
 	cause := context.Cause(b.ctx)
 	if cause == nil || errors.Is(cause, context.Canceled) || errors.Is(cause, context.DeadlineExceeded) {
-		return "", false
+		return 0, "", false
 	}
 	status, text := refusalFor(cause)
-	return text, status != http.StatusInternalServerError
+	return status, text, status != http.StatusInternalServerError
+}
+
+// filter takes out of w, which holds whole events only, the usage-only
+// chunks (see dropUsage). Only a w that names "usage" is looked at.
+func (b *responseBody) filter(w []byte) []byte {
+	if b.dropUsage == nil || !bytes.Contains(w, []byte(`"usage"`)) {
+		return w
+	}
+	out := w[:0:0]
+	for len(w) > 0 {
+		n := nextEventEnd(w)
+		ev := w[:n]
+		w = w[n:]
+		if data := eventData(ev); data != nil && metering.IsUsageOnlyChunk(data) {
+			b.dropUsage(data)
+			continue
+		}
+		out = append(out, ev...)
+	}
+	return out
+}
+
+// nextEventEnd is the index just after the first blank line in w (an
+// event's end: LF LF, CRLF CRLF or CR CR), or len(w).
+func nextEventEnd(w []byte) int {
+	end := len(w)
+	for _, sep := range []string{"\n\n", "\r\n\r\n", "\r\r"} {
+		if i := bytes.Index(w, []byte(sep)); i >= 0 && i+len(sep) < end {
+			end = i + len(sep)
+		}
+	}
+	return end
+}
+
+// eventData is the data of a server-sent event (its "data:" lines'
+// values joined by LF), nil if it has none.
+func eventData(ev []byte) []byte {
+	var data []byte
+	found := false
+	for len(ev) > 0 {
+		i := bytes.IndexAny(ev, "\r\n")
+		line := ev
+		if i >= 0 {
+			line, ev = ev[:i], ev[i+1:]
+		} else {
+			ev = nil
+		}
+		v, ok := bytes.CutPrefix(line, []byte("data:"))
+		if !ok {
+			continue
+		}
+		v = bytes.TrimPrefix(v, []byte(" "))
+		if found {
+			data = append(data, '\n')
+		}
+		data = append(data, v...)
+		found = true
+	}
+	if !found {
+		return nil
+	}
+	return data
 }
 
 // scrubTrailers replaces the secrets in the trailer values (filled in by
@@ -319,21 +390,39 @@ func (b *responseBody) Close() error { return b.src.Close() }
 //	            {"type":"error","code","message","param"} and the same error member)
 //	gemini      {"error":{"code":401,"message":TEXT,"status":"UNAUTHENTICATED"}}
 //	            (a line that is not "data:", which the genai SDKs parse as an error)
-func streamErrorEvent(kind, rest string) func(text string) []byte {
-	return func(text string) []byte {
+func streamErrorEvent(kind, rest string) func(status int, text string) []byte {
+	return func(status int, text string) []byte {
 		var ev []byte
 		switch kind {
 		case KindAnthropic:
+			typ := "authentication_error"
+			switch status {
+			case http.StatusPaymentRequired:
+				typ = "billing_error"
+			case http.StatusServiceUnavailable:
+				typ = "api_error"
+			}
 			ev = append([]byte("event: error\ndata: "), mustJSON(map[string]any{
-				"type": "error", "error": map[string]any{"type": "authentication_error", "message": text},
+				"type": "error", "error": map[string]any{"type": typ, "message": text},
 			})...)
 		case KindGemini:
-			ev = mustJSON(map[string]any{"error": map[string]any{"code": http.StatusUnauthorized, "message": text, "status": "UNAUTHENTICATED"}})
+			code, st := http.StatusUnauthorized, "UNAUTHENTICATED"
+			switch status {
+			case http.StatusPaymentRequired:
+				code, st = status, "RESOURCE_EXHAUSTED"
+			case http.StatusServiceUnavailable:
+				code, st = status, "UNAVAILABLE"
+			}
+			ev = mustJSON(map[string]any{"error": map[string]any{"code": code, "message": text, "status": st}})
 		default:
-			e := map[string]any{"message": text, "type": "invalid_request_error", "code": "gateway_refusal", "param": nil}
+			code := "gateway_refusal"
+			if status == http.StatusPaymentRequired {
+				code = "budget_exceeded"
+			}
+			e := map[string]any{"message": text, "type": "invalid_request_error", "code": code, "param": nil}
 			if strings.Contains(rest, "/responses") {
 				ev = append([]byte("event: error\ndata: "), mustJSON(map[string]any{
-					"type": "error", "code": "gateway_refusal", "message": text, "param": nil, "error": e,
+					"type": "error", "code": code, "message": text, "param": nil, "error": e,
 				})...)
 			} else {
 				ev = append([]byte("data: "), mustJSON(map[string]any{"error": e})...)

@@ -14,6 +14,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/agentcustody/custody/internal/keyfile"
+	"github.com/agentcustody/custody/internal/metering"
 )
 
 // Token limits and defaults.
@@ -64,6 +65,23 @@ type Claims struct {
 	Agent string `json:"agent,omitempty"`
 	// RunID names the execution the token belongs to.
 	RunID string `json:"run_id,omitempty"`
+	// Budget, if present, limits what requests with this token may use
+	// (requests, input and output tokens; 0 for no limit on a counter),
+	// and RunBudget what all the tokens of its run may use together; see
+	// internal/metering. Both are recorded at mint and compared at use.
+	Budget    *metering.Usage `json:"budget,omitempty"`
+	RunBudget *metering.Usage `json:"run_budget,omitempty"`
+}
+
+// budgets are the token's budget claims, zero where absent.
+func (c *Claims) budgets() (token, run metering.Usage) {
+	if c.Budget != nil {
+		token = *c.Budget
+	}
+	if c.RunBudget != nil {
+		run = *c.RunBudget
+	}
+	return token, run
 }
 
 // AllowsProvider reports whether the token is scoped to provider p.
@@ -148,6 +166,9 @@ type Grant struct {
 	TTL time.Duration
 	// RunID, Tenant and Agent are recorded in the token and the store.
 	RunID, Tenant, Agent string
+	// Budget limits the token's own use and RunBudget its run's (see
+	// [Claims.Budget]); zero is none. No counter may be negative.
+	Budget, RunBudget metering.Usage
 }
 
 // Issuer mints gateway tokens. It is safe for concurrent use.
@@ -219,6 +240,14 @@ func (i *Issuer) Mint(g Grant) (string, *Claims, error) {
 		Tenant:    g.Tenant,
 		Agent:     g.Agent,
 		RunID:     g.RunID,
+	}
+	if !g.Budget.IsZero() {
+		b := g.Budget
+		c.Budget = &b
+	}
+	if !g.RunBudget.IsZero() {
+		b := g.RunBudget
+		c.RunBudget = &b
 	}
 	t := jwt.NewWithClaims(i.method, c)
 	t.Header["kid"] = i.kid

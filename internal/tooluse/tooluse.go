@@ -397,6 +397,10 @@ func (s *Scanner) Write(p []byte) (int, error) {
 // Result ends the body: uses whose arguments are still open are finished
 // as Malformed (the body was cut), and a JSON body is parsed. Later
 // calls return the same Result and later Writes are ignored.
+// Usage is the usage reported so far (see [Result.Usage]), cheap to ask
+// for between writes: a stream's usage grows as events report it.
+func (s *Scanner) Usage() (Usage, bool) { return s.res.Usage, s.res.HasUsage }
+
 func (s *Scanner) Result() Result {
 	if !s.done {
 		s.done = true

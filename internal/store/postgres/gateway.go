@@ -77,6 +77,15 @@ const maxNotifiedJTI = 128
 // until they are re-minted (they live at most 24 h).
 const gatewayModelsSchema = `ALTER TABLE gateway_tokens ADD COLUMN models text[]; -- model names, NULL if not recorded`
 
+// gatewayBudgetSchema is migration 10: the budget claims of each minted
+// token (gateway.TokenRecord Budget and RunBudget), 0 for no limit.
+const gatewayBudgetSchema = `ALTER TABLE gateway_tokens ADD COLUMN budget_requests bigint NOT NULL DEFAULT 0;
+ALTER TABLE gateway_tokens ADD COLUMN budget_input_tokens bigint NOT NULL DEFAULT 0;
+ALTER TABLE gateway_tokens ADD COLUMN budget_output_tokens bigint NOT NULL DEFAULT 0;
+ALTER TABLE gateway_tokens ADD COLUMN run_budget_requests bigint NOT NULL DEFAULT 0;
+ALTER TABLE gateway_tokens ADD COLUMN run_budget_input_tokens bigint NOT NULL DEFAULT 0;
+ALTER TABLE gateway_tokens ADD COLUMN run_budget_output_tokens bigint NOT NULL DEFAULT 0;`
+
 // RecordToken implements gateway.Store. A jti already recorded is an
 // error. Nil Models is stored as NULL and empty Models as '{}', so that
 // LookupToken keeps them apart.
@@ -90,8 +99,13 @@ func (d *DB) RecordToken(ctx context.Context, r gateway.TokenRecord) error {
 		return err
 	}
 	_, err = d.pool.Exec(ctx,
-		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, models, repos, run_id, tenant, agent) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
-		r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), providers, r.Models, repos, r.RunID, r.Tenant, r.Agent)
+		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, models, run_id, tenant, agent,
+			budget_requests, budget_input_tokens, budget_output_tokens,
+			run_budget_requests, run_budget_input_tokens, run_budget_output_tokens, repos)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+		r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), providers, r.Models, r.RunID, r.Tenant, r.Agent,
+		r.Budget.Requests, r.Budget.InputTokens, r.Budget.OutputTokens,
+		r.RunBudget.Requests, r.RunBudget.InputTokens, r.RunBudget.OutputTokens, repos)
 	if err != nil {
 		return fmt.Errorf("postgres: record gateway token: %w", err)
 	}
@@ -105,8 +119,12 @@ func (d *DB) LookupToken(ctx context.Context, jti string) (gateway.TokenRecord, 
 	var issued, expires int64
 	var repos *string
 	err := d.pool.QueryRow(ctx,
-		`SELECT issued_at, expires_at, providers, models, repos, run_id, tenant, agent FROM gateway_tokens WHERE jti = $1`, jti).
-		Scan(&issued, &expires, &r.Providers, &r.Models, &repos, &r.RunID, &r.Tenant, &r.Agent)
+		`SELECT issued_at, expires_at, providers, models, run_id, tenant, agent,
+			budget_requests, budget_input_tokens, budget_output_tokens,
+			run_budget_requests, run_budget_input_tokens, run_budget_output_tokens, repos FROM gateway_tokens WHERE jti = $1`, jti).
+		Scan(&issued, &expires, &r.Providers, &r.Models, &r.RunID, &r.Tenant, &r.Agent,
+			&r.Budget.Requests, &r.Budget.InputTokens, &r.Budget.OutputTokens,
+			&r.RunBudget.Requests, &r.RunBudget.InputTokens, &r.RunBudget.OutputTokens, &repos)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return gateway.TokenRecord{}, gateway.ErrNotFound
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/agentcustody/custody/internal/gateway"
 )
 
-// gatewayReposSchema is migration 9: the repository grants of each minted
+// gatewayReposSchema is migration 11: the repository grants of each minted
 // token (for providers of kind github), a JSON array of
 // {"repo":"OWNER/NAME","access":"read"|"write"} as text; NULL for none,
 // and in rows recorded before it, which read back as no repos.

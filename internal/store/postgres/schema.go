@@ -21,6 +21,10 @@ var migrations = []string{
 	signerInboxSchema,
 	// 8: model gateway: tokens by run (revoked when the run closes).
 	gatewayRunSchema,
-	// 9: model gateway: the repository grants of each minted token.
+	// 9: metering: budgets, open reservations, usage rows.
+	meteringSchema,
+	// 10: model gateway: the budget claims of each minted token.
+	gatewayBudgetSchema,
+	// 11: model gateway: the repository grants of each minted token.
 	gatewayReposSchema,
 }

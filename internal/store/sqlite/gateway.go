@@ -62,8 +62,12 @@ func (d *DB) RecordToken(ctx context.Context, r gateway.TokenRecord) error {
 		return err
 	}
 	_, err = d.db.ExecContext(ctx,
-		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, models, repos, run_id, tenant, agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), string(providers), models, repos, r.RunID, r.Tenant, r.Agent)
+		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, models, run_id, tenant, agent,
+			budget_requests, budget_input_tokens, budget_output_tokens,
+			run_budget_requests, run_budget_input_tokens, run_budget_output_tokens, repos) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), string(providers), models, r.RunID, r.Tenant, r.Agent,
+		r.Budget.Requests, r.Budget.InputTokens, r.Budget.OutputTokens,
+		r.RunBudget.Requests, r.RunBudget.InputTokens, r.RunBudget.OutputTokens, repos)
 	if err != nil {
 		return fmt.Errorf("sqlite: record gateway token: %w", err)
 	}
@@ -79,8 +83,12 @@ func (d *DB) LookupToken(ctx context.Context, jti string) (gateway.TokenRecord, 
 		models, repos   sql.NullString
 	)
 	err := d.db.QueryRowContext(ctx,
-		`SELECT issued_at, expires_at, providers, models, repos, run_id, tenant, agent FROM gateway_tokens WHERE jti = ?`, jti).
-		Scan(&issued, &expires, &providers, &models, &repos, &r.RunID, &r.Tenant, &r.Agent)
+		`SELECT issued_at, expires_at, providers, models, run_id, tenant, agent,
+			budget_requests, budget_input_tokens, budget_output_tokens,
+			run_budget_requests, run_budget_input_tokens, run_budget_output_tokens, repos FROM gateway_tokens WHERE jti = ?`, jti).
+		Scan(&issued, &expires, &providers, &models, &r.RunID, &r.Tenant, &r.Agent,
+			&r.Budget.Requests, &r.Budget.InputTokens, &r.Budget.OutputTokens,
+			&r.RunBudget.Requests, &r.RunBudget.InputTokens, &r.RunBudget.OutputTokens, &repos)
 	if errors.Is(err, sql.ErrNoRows) {
 		return gateway.TokenRecord{}, gateway.ErrNotFound
 	}
@@ -192,6 +200,15 @@ func (d *DB) PruneExpired(ctx context.Context, before time.Time) (int64, error) 
 	}
 	return n, nil
 }
+
+// gatewayBudgetSchema is migration 10: the budget claims of each minted
+// token (gateway.TokenRecord Budget and RunBudget), 0 for no limit.
+const gatewayBudgetSchema = `ALTER TABLE gateway_tokens ADD COLUMN budget_requests INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE gateway_tokens ADD COLUMN budget_input_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE gateway_tokens ADD COLUMN budget_output_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE gateway_tokens ADD COLUMN run_budget_requests INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE gateway_tokens ADD COLUMN run_budget_input_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE gateway_tokens ADD COLUMN run_budget_output_tokens INTEGER NOT NULL DEFAULT 0;`
 
 // gatewayRunSchema is migration 8: tokens are found by their run, to
 // revoke them when the signer closes it.

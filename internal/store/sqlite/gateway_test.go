@@ -67,15 +67,24 @@ func TestGatewayModelsMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Back to schema version 5 (undoing migrations 6 to 9), then the old
+	// Back to schema version 5 (undoing migrations 6 to 11), then the old
 	// binary's INSERT. Its row reads back with no repos either.
 	r := storetest.LegacyTokenRecord
 	for _, q := range []string{
-		`ALTER TABLE gateway_tokens DROP COLUMN repos`, // migration 9
+		`ALTER TABLE gateway_tokens DROP COLUMN repos`, // migration 11
 		`ALTER TABLE gateway_tokens DROP COLUMN models`,
 		`DROP TABLE signer_inbox`, // migration 7
 		`DROP TABLE signer_arg_digests`,
 		`DROP INDEX gateway_tokens_run`, // migration 8
+		`DROP TABLE metering_budgets`,   // migration 9
+		`DROP TABLE metering_reservations`,
+		`DROP TABLE metering_usage`,
+		`ALTER TABLE gateway_tokens DROP COLUMN budget_requests`, // migration 10
+		`ALTER TABLE gateway_tokens DROP COLUMN budget_input_tokens`,
+		`ALTER TABLE gateway_tokens DROP COLUMN budget_output_tokens`,
+		`ALTER TABLE gateway_tokens DROP COLUMN run_budget_requests`,
+		`ALTER TABLE gateway_tokens DROP COLUMN run_budget_input_tokens`,
+		`ALTER TABLE gateway_tokens DROP COLUMN run_budget_output_tokens`,
 		`PRAGMA user_version = 5`,
 		fmt.Sprintf(`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, run_id, tenant, agent) VALUES ('%s', %d, %d, '["openai"]', '%s', '%s', '%s')`,
 			r.JTI, r.IssuedAt.Unix(), r.ExpiresAt.Unix(), r.RunID, r.Tenant, r.Agent),

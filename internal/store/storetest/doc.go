@@ -5,9 +5,9 @@
 // PostgreSQL store both run it.
 //
 // Times: the suites of keys, gateway tokens and the witness use
-// whole-second UTC times (those stores keep seconds); the memory and
-// signer suites use millisecond times (those stores keep milliseconds).
-// All compare with time.Time.Equal.
+// whole-second UTC times (those stores keep seconds); the memory,
+// signer and metering suites use millisecond times (those stores keep
+// milliseconds). All compare with time.Time.Equal.
 //
 // Each ...Replicas function takes several handles on one fresh database
 // (as several replicas or processes hold: two pools on one PostgreSQL

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentcustody/custody/internal/gateway"
+	"github.com/agentcustody/custody/internal/metering"
 )
 
 // gatewayNow is the suite's "now" for gateway tokens.
@@ -21,6 +22,8 @@ func tokenRecord(jti string, issued time.Time, ttl time.Duration) gateway.TokenR
 		JTI: jti, IssuedAt: issued, ExpiresAt: issued.Add(ttl),
 		Providers: []string{"anthropic", "openai"}, Models: []string{"o3-mini", "claude-sonnet-4-5"},
 		RunID: "run-" + jti, Tenant: "agents", Agent: "agent-" + jti,
+		Budget:    metering.Usage{Requests: 3, OutputTokens: 500},
+		RunBudget: metering.Usage{InputTokens: 1 << 40},
 	}
 }
 

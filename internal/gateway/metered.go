@@ -1,0 +1,184 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/agentcustody/custody/internal/metering"
+	"github.com/agentcustody/custody/internal/tooluse"
+)
+
+// settleTimeout bounds the store write that settles a budgeted request;
+// past it the settlement is queued and retried by the meter.
+const settleTimeout = 5 * time.Second
+
+// metered is the metering of one request: its ticket, and what the
+// response has reported so far.
+type metered struct {
+	ticket *metering.Ticket // nil: not metered (refused before forwarding)
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	last   tooluse.Usage
+	// chunk is the usage of the OpenAI usage-only chunk taken out of the
+	// stream (the gateway asked for it, the client did not).
+	chunk *tooluse.Usage
+	strip bool
+}
+
+// beginMetering reserves what a request about to be forwarded may use on
+// every budget its token is held to (see the package doc), and readies
+// the request: the body is read when what it asks for must be known
+// (a budget applies, or an OpenAI chat stream whose usage must be asked
+// for), and rewritten where a maximum output or stream usage is added.
+// Errors: an error wrapping metering.ErrBudgetExceeded (402),
+// metering.ErrUnavailable (503) or ErrUnmeterable (400).
+func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseFunc, r *http.Request, c *Claims, p *provider, rest, model string, rc *recording) error {
+	tb, runb := c.budgets()
+	budgets := g.meter.Budgets(metering.Claims{JTI: c.ID, RunID: c.RunID, Tenant: c.Tenant, Agent: c.Agent, Token: tb, Run: runb})
+	est := metering.Usage{Requests: 1}
+	// A brokered request (kind http, github: a git pack, say) uses no
+	// tokens: it counts as a request only.
+	if r.ContentLength > 0 && hasModels(p.kind) {
+		est.InputTokens = (r.ContentLength + 3) / 4
+	}
+	if rc.known && r.Method == http.MethodPost && (len(budgets) > 0 || rc.format == tooluse.OpenAIChat) {
+		body, whole := readBody(r)
+		switch {
+		case !whole && len(budgets) > 0:
+			return ErrUnmeterable
+		case whole:
+			var err error
+			if body, est, err = g.shapeBody(rc, body, budgets, est); err != nil {
+				return err
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.ContentLength = int64(len(body))
+			r.Header.Del("Content-Length") // set again from ContentLength
+		}
+	}
+	att := metering.Attribution{JTI: c.ID, RunID: c.RunID, Tenant: c.Tenant, Agent: c.Agent, Provider: p.name, Model: model}
+	t, err := g.meter.Begin(ctx, att, budgets, est)
+	if err != nil {
+		return err
+	}
+	rc.meter.ticket, rc.meter.ctx, rc.meter.cancel = t, ctx, cancel
+	return nil
+}
+
+// shapeBody inspects a whole request body and returns it as it is to be
+// forwarded, with the estimate of what it may use: input tokens a
+// quarter of its bytes (an estimate, settled from what the provider
+// reports), output tokens its declared maximum. Under an output limit a
+// body that declares no maximum gets the meter's default one; an OpenAI
+// chat stream that does not ask for its usage is made to.
+func (g *Gateway) shapeBody(rc *recording, body []byte, budgets []metering.Budget, est metering.Usage) ([]byte, metering.Usage, error) {
+	est.InputTokens = (int64(len(body)) + 3) / 4
+	ri := metering.Inspect(rc.format, body)
+	if !ri.OK {
+		if len(budgets) > 0 {
+			return nil, est, ErrUnmeterable
+		}
+		return body, est, nil
+	}
+	est.OutputTokens = ri.MaxOutput
+	if !ri.HasMaxOutput && limitsOutput(budgets) && rc.format != tooluse.Anthropic {
+		per := max(g.meter.DefaultOutputReserve()/ri.Choices, 1)
+		body = metering.SetMaxOutput(rc.format, body, per)
+		est.OutputTokens = per * ri.Choices
+	}
+	if rc.format == tooluse.OpenAIChat && ri.Stream && !ri.IncludeUsage {
+		body = metering.AddIncludeUsage(body)
+		rc.meter.strip = true
+	}
+	return body, est, nil
+}
+
+func limitsOutput(bs []metering.Budget) bool {
+	for _, b := range bs {
+		if b.Limit.OutputTokens > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// readBody reads r's body whole if it is at most maxModelBody bytes and
+// not content-encoded. If it is not whole, r.Body is put back as it was
+// (what was read, then the rest) and whole is false.
+func readBody(r *http.Request) (body []byte, whole bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, true
+	}
+	if contentEncoded(r.Header) {
+		return nil, false
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxModelBody+1))
+	if err != nil || len(b) > maxModelBody {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+		return nil, false
+	}
+	r.Body.Close()
+	return b, true
+}
+
+// onChunk takes the usage of a usage-only chunk dropped from the stream.
+func (m *metered) onChunk(data []byte) {
+	var c struct {
+		Usage *struct {
+			PromptTokens        int64 `json:"prompt_tokens"`
+			CompletionTokens    int64 `json:"completion_tokens"`
+			PromptTokensDetails *struct {
+				CachedTokens int64 `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(data, &c) != nil || c.Usage == nil {
+		return
+	}
+	u := tooluse.Usage{InputTokens: c.Usage.PromptTokens, OutputTokens: c.Usage.CompletionTokens}
+	if d := c.Usage.PromptTokensDetails; d != nil {
+		u.CacheReadTokens = d.CachedTokens
+	}
+	m.chunk = &u
+}
+
+// observe tells the ticket what the response has reported so far, and
+// cuts the request (cause: the budget error) when it is over a budget.
+func (m *metered) observe(s *tooluse.Scanner, f tooluse.Format) {
+	if m.ticket == nil || !m.ticket.Budgeted() {
+		return
+	}
+	u, ok := s.Usage()
+	if !ok || u == m.last {
+		return
+	}
+	m.last = u
+	used := metering.FromResult(f, tooluse.Result{Usage: u, HasUsage: true})
+	if err := m.ticket.Observe(m.ctx, used); err != nil {
+		m.cancel(err)
+	}
+}
+
+// settle counts the request once (see metering.Charge): a request that
+// did not end as proxied (cut, cancelled, an upstream failure) may have
+// been generated and billed, so it counts at least its reservation.
+func (m *metered) settle(status int, outcome string, f tooluse.Format, res tooluse.Result, model string) {
+	if m.ticket == nil {
+		return
+	}
+	if outcome != outcomeProxied {
+		status, res.Complete = http.StatusOK, false
+	}
+	// Not the request's context: the request is counted even when its
+	// client went away.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), settleTimeout)
+	defer cancel()
+	m.ticket.Settle(ctx, metering.Charge(m.ticket.Reserved(), status, f, res), model)
+}
