@@ -228,6 +228,16 @@ func (p *provider) checkRoute(c *Claims, r *http.Request, rest string) (git bool
 	return false, nil
 }
 
+// classOf is the path class of a request to p, as a refusal and a
+// recorded call name it: [pathClass] of rest, or for [KindGitHub] "git"
+// or the REST endpoint's class (see [classifyGitHub]).
+func (p *provider) classOf(r *http.Request, rest string) string {
+	if p.kind == KindGitHub {
+		return classifyGitHub(r.Method, rest, r.URL.RawQuery).class
+	}
+	return pathClass(rest)
+}
+
 // upstream is the base URL a request goes to.
 func (st *proxyState) upstream() *url.URL {
 	if st.git {

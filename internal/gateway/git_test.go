@@ -25,7 +25,7 @@ type githubEnv struct {
 	rest *upstream
 }
 
-func newGitHubEnv(t *testing.T) *githubEnv {
+func newGitHubEnv(t *testing.T, mod ...func(*Options)) *githubEnv {
 	t.Helper()
 	gs := gittest.New(t, gitHubUser, githubReal)
 	rest := newUpstream(t)
@@ -37,12 +37,12 @@ func newGitHubEnv(t *testing.T) *githubEnv {
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(`{"full_name":"octo/hello","echo":"` + githubReal + `"}`))
 	})
-	e := newEnv(t, func(o *Options) {
+	e := newEnv(t, append([]func(*Options){func(o *Options) {
 		o.Providers["github"] = ProviderConfig{BaseURL: rest.srv.URL, GitURL: gs.URL, AllowPaths: []string{"GET /meta"}}
 		if err := os.WriteFile(filepath.Join(o.KeysDir, "github"), []byte(githubReal+"\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-	})
+	}}, mod...)...)
 	return &githubEnv{env: e, git: gs, rest: rest}
 }
 

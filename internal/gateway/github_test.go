@@ -236,3 +236,22 @@ func TestMintRepos(t *testing.T) {
 		}
 	}
 }
+
+// TestGitHubRecorded: a run's github requests are recorded with the
+// path class "git" for git smart HTTP and the REST endpoint's class, not
+// the repository's owner.
+func TestGitHubRecorded(t *testing.T) {
+	log := &callLog{}
+	e := newGitHubEnv(t, func(o *Options) { o.Recorder = log })
+	e.git.CreateBare(t, "octo/hello", "hello\n")
+	tok := e.mint(t, Grant{Providers: []string{"github"}, Repos: []RepoGrant{{"octo/hello", AccessRead}}, RunID: "r1"}).Token
+	for _, path := range []string{"/github/octo/hello.git/info/refs?service=git-upload-pack", "/github/repos/octo/hello/issues"} {
+		if code, _, body := e.do(t, "GET", path, bearer(tok), ""); code != 200 {
+			t.Fatalf("GET %s = %d %q", path, code, body)
+		}
+	}
+	eventually(t, "two recorded calls", func() bool { return len(log.all()) == 2 })
+	if c := log.all(); c[0].PathClass != "git" || c[1].PathClass != "issues" || c[0].Provider != "github" {
+		t.Errorf("recorded path classes = %q, %q; want git, issues", c[0].PathClass, c[1].PathClass)
+	}
+}

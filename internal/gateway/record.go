@@ -31,7 +31,7 @@ type Call struct {
 	JTI                  string
 	Provider             string // the gateway provider name
 	Model                string // as the response reports it, else as the request names it
-	PathClass            string // [pathClass] of the path, e.g. "messages"
+	PathClass            string // [pathClass] of the path, e.g. "messages" (for kind github: "git", or the REST endpoint's class)
 	Method               string
 	Status               int    // the status the client got
 	Outcome              string // the custody_gateway_requests_total outcome: proxied, forbidden, revoked, …
@@ -80,7 +80,7 @@ func (g *Gateway) startRecording(c *Claims, p *provider, r *http.Request, rest s
 	}
 	rc.call = Call{
 		RunID: c.RunID, Tenant: c.Tenant, Agent: c.Agent, JTI: c.ID,
-		Provider: p.name, PathClass: pathClass(rest), Method: r.Method,
+		Provider: p.name, PathClass: p.classOf(r, rest), Method: r.Method,
 		Started: g.now(),
 	}
 	rc.format, rc.known = tooluse.FormatFor(p.kind, rest)
