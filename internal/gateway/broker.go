@@ -70,9 +70,12 @@ func ParseProviderAuth(s string) (ProviderAuth, error) {
 	case "basic":
 		a.BasicUser = rest
 	default:
-		return a, fmt.Errorf("auth %q: want header:HEADER[:PREFIX] or basic:USERNAME", s)
+		return ProviderAuth{}, fmt.Errorf("auth %q: want header:HEADER[:PREFIX] or basic:USERNAME", s)
 	}
-	return a, a.check()
+	if err := a.check(); err != nil {
+		return ProviderAuth{}, err
+	}
+	return a, nil
 }
 
 func isAlnum(c byte) bool {

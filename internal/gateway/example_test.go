@@ -28,3 +28,28 @@ func ExampleVerifier() {
 	// <nil> true [anthropic] r1 2027-01-15T10:30:00Z
 	// invalid gateway token: bad signature
 }
+
+// A declared HTTP API's credential goes in a header after a prefix, or
+// in HTTP Basic auth.
+func ExampleParseProviderAuth() {
+	for _, s := range []string{"header:Authorization:Bearer", "header:X-API-Key", "basic:api", "header:Host"} {
+		a, err := gateway.ParseProviderAuth(s)
+		fmt.Printf("%q %q %q %v\n", a.Header, a.Prefix, a.BasicUser, err)
+	}
+	// Output:
+	// "Authorization" "Bearer " "" <nil>
+	// "X-API-Key" "" "" <nil>
+	// "" "" "api" <nil>
+	// "" "" "" auth: header Host cannot carry a credential
+}
+
+// A token's repos: write implies read; names are OWNER/NAME.
+func ExampleCheckRepoGrants() {
+	fmt.Println(gateway.CheckRepoGrants([]gateway.RepoGrant{{Repo: "octo/hello", Access: gateway.AccessRead}, {Repo: "octo/site", Access: gateway.AccessWrite}}))
+	fmt.Println(gateway.CheckRepoGrants([]gateway.RepoGrant{{Repo: "octo/hello", Access: "admin"}}))
+	fmt.Println(gateway.CheckRepoGrants([]gateway.RepoGrant{{Repo: "hello", Access: gateway.AccessRead}}))
+	// Output:
+	// <nil>
+	// repo octo/hello: access must be "read" or "write"
+	// repo "hello": want OWNER/NAME as GitHub names repositories
+}
