@@ -30,6 +30,9 @@
 //	model in the token's models      else 403 token not valid for model <m>
 //	  (model kinds only)
 //	gateway holds a key for <p>      else 502 gateway holds no key for provider <p>
+//	request fits its budgets         else 402 budget exceeded
+//	                                   (503 budget cannot be checked now, if the store
+//	                                   does not answer; 400 request cannot be metered)
 //
 // The path allow-list admits by default only the inference endpoints the
 // official SDKs use ([DefaultAllowPaths]); <class> is the endpoint's
@@ -84,6 +87,25 @@
 // stream ends, after its last whole event, with the provider's own
 // in-stream error event carrying "gateway token revoked" (so each SDK
 // raises a typed API error, not an unexpected EOF); any other body is cut.
+//
+// # Usage and budgets
+//
+// With a meter ([Options.Meter], internal/metering), every request that
+// passed the checks is metered once from the provider's own usage fields
+// as the response streams by (see internal/tooluse), and held to the
+// budgets of its token (the "budget" claim), its run ("run_budget") and
+// its tenant (the operator's policy): before forwarding, one request, the
+// declared maximum output and a quarter of the body's bytes as input are
+// reserved on all of them at once in the store, or the request is refused
+// with 402 "budget exceeded" (x-should-retry: false) and never forwarded.
+// Under an output limit a body that declares no maximum gets the meter's
+// default one; an OpenAI chat stream that does not ask for its usage is
+// made to, and that usage-only chunk is kept from the client. A stream
+// whose reported usage crosses what it reserved extends the reservation
+// or, if that does not fit, ends after its last whole event with the
+// provider's in-stream error event carrying "budget exceeded". When the
+// response ends the reservation is settled at what was reported (at least
+// the reservation when the stream was cut or never reported usage).
 //
 // # Format
 //

@@ -77,6 +77,9 @@ func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseF
 // chat stream that does not ask for its usage is made to.
 func (g *Gateway) shapeBody(rc *recording, body []byte, budgets []metering.Budget, est metering.Usage) ([]byte, metering.Usage, error) {
 	est.InputTokens = (int64(len(body)) + 3) / 4
+	if len(budgets) == 0 && !bytes.Contains(body, []byte(`"stream"`)) {
+		return body, est, nil // only a stream's usage would be asked for
+	}
 	ri := metering.Inspect(rc.format, body)
 	if !ri.OK {
 		if len(budgets) > 0 {
@@ -176,9 +179,14 @@ func (m *metered) settle(status int, outcome string, f tooluse.Format, res toolu
 	if outcome != outcomeProxied {
 		status, res.Complete = http.StatusOK, false
 	}
+	charge := metering.Charge(m.ticket.Reserved(), status, f, res)
+	if !m.ticket.Budgeted() {
+		m.ticket.Settle(m.ctx, charge, model) // queued: no store write here
+		return
+	}
 	// Not the request's context: the request is counted even when its
 	// client went away.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(m.ctx), settleTimeout)
 	defer cancel()
-	m.ticket.Settle(ctx, metering.Charge(m.ticket.Reserved(), status, f, res), model)
+	m.ticket.Settle(ctx, charge, model)
 }

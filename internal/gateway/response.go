@@ -385,11 +385,13 @@ func (b *responseBody) Close() error { return b.src.Close() }
 // error:
 //
 //	anthropic   event: error / data: {"type":"error","error":{"type":"authentication_error","message":TEXT}}
+//	            (type billing_error for a 402, api_error for a 503)
 //	openai      data: {"error":{"message":TEXT,"type":"invalid_request_error","code":"gateway_refusal"}}
-//	            (the Responses API, rest under /responses: event: error with
-//	            {"type":"error","code","message","param"} and the same error member)
+//	            (code budget_exceeded for a 402; the Responses API, rest under /responses:
+//	            event: error with {"type":"error","code","message","param"} and the same error member)
 //	gemini      {"error":{"code":401,"message":TEXT,"status":"UNAUTHENTICATED"}}
-//	            (a line that is not "data:", which the genai SDKs parse as an error)
+//	            (402 RESOURCE_EXHAUSTED, 503 UNAVAILABLE; a line that is not "data:",
+//	            which the genai SDKs parse as an error)
 func streamErrorEvent(kind, rest string) func(status int, text string) []byte {
 	return func(status int, text string) []byte {
 		var ev []byte

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentcustody/custody/internal/tooluse"
@@ -69,6 +70,8 @@ type Meter struct {
 	mu      sync.Mutex
 	settles []Settlement
 	usage   map[Attribution]Usage
+
+	dayCache atomic.Pointer[dayString]
 
 	kick      chan struct{}
 	stop      context.CancelFunc
@@ -133,7 +136,7 @@ func (m *Meter) Budgets(c Claims) []Budget { return m.policy.Budgets(c, m.now())
 // written now. Exactly one [Ticket.Settle] must follow.
 func (m *Meter) Begin(ctx context.Context, att Attribution, budgets []Budget, est Usage) (*Ticket, error) {
 	now := m.now()
-	att.Day = now.UTC().Format(time.DateOnly)
+	att.Day = m.day(now)
 	est.Requests = max(est.Requests, 1)
 	if m.pending() >= m.maxPend {
 		m.metrics.refused("unavailable")
@@ -282,6 +285,24 @@ func FromResult(f tooluse.Format, res tooluse.Result) Usage {
 		in += u.CacheReadTokens + u.CacheWriteTokens
 	}
 	return Usage{InputTokens: in, OutputTokens: u.OutputTokens}
+}
+
+// day is the UTC day of t, "2006-01-02", formatted once per day.
+func (m *Meter) day(t time.Time) string {
+	t = t.UTC()
+	y, mo, d := t.Date()
+	key := y*10000 + int(mo)*100 + d
+	if c := m.dayCache.Load(); c != nil && c.key == key {
+		return c.s
+	}
+	c := &dayString{key: key, s: t.Format(time.DateOnly)}
+	m.dayCache.Store(c)
+	return c.s
+}
+
+type dayString struct {
+	key int
+	s   string
 }
 
 func (m *Meter) pending() int {

@@ -17,7 +17,9 @@ type Metrics struct {
 	refusals *prometheus.CounterVec
 	failures prometheus.Counter
 	pend     prometheus.Gauge
-	known    map[string]bool
+	// counters are the usage counters of each provider label value
+	// (requests, input_tokens, output_tokens), made once.
+	counters map[string][3]prometheus.Counter
 }
 
 // NewMetrics makes the collectors for providers and registers them with
@@ -40,10 +42,14 @@ func NewMetrics(reg prometheus.Registerer, providers []string) (*Metrics, error)
 			Name: "custody_metering_pending",
 			Help: "Settlements and usage rows waiting to be written to the store.",
 		}),
-		known: map[string]bool{},
+		counters: map[string][3]prometheus.Counter{},
 	}
-	for _, p := range providers {
-		m.known[p] = true
+	for _, p := range append(providers, "other") {
+		m.counters[p] = [3]prometheus.Counter{
+			m.usage.WithLabelValues(p, "requests"),
+			m.usage.WithLabelValues(p, "input_tokens"),
+			m.usage.WithLabelValues(p, "output_tokens"),
+		}
 	}
 	for _, c := range []prometheus.Collector{m.usage, m.refusals, m.failures, m.pend} {
 		if err := reg.Register(c); err != nil {
@@ -57,12 +63,13 @@ func (m *Metrics) used(provider string, u Usage) {
 	if m == nil {
 		return
 	}
-	if !m.known[provider] {
-		provider = "other"
+	c, ok := m.counters[provider]
+	if !ok {
+		c = m.counters["other"]
 	}
-	m.usage.WithLabelValues(provider, "requests").Add(float64(u.Requests))
-	m.usage.WithLabelValues(provider, "input_tokens").Add(float64(u.InputTokens))
-	m.usage.WithLabelValues(provider, "output_tokens").Add(float64(u.OutputTokens))
+	c[0].Add(float64(u.Requests))
+	c[1].Add(float64(u.InputTokens))
+	c[2].Add(float64(u.OutputTokens))
 }
 
 func (m *Metrics) refused(scope string) {

@@ -108,6 +108,10 @@ func (g *gatewayScenario) run(ctx context.Context) {
 	g.line("G5", "no gateway token in any Sandbox, SandboxClaim or Pod object", found == "", orNone(found), "a token was written into the cluster")
 
 	fmt.Println()
+	fmt.Println("== budgets: checked before a call leaves custody, settled from the provider's usage")
+	g.budget(ctx)
+
+	fmt.Println()
 	fmt.Println("== model calls recorded by the gateway itself: what the model asked for, decided or not")
 	g.recorded(ctx, sb)
 }
