@@ -18,7 +18,8 @@ and revoked with the rest:
     credential helper that reads the token from CUSTODY_GITHUB_TOKEN for
     <gateway-url>/github/ (helpers configured elsewhere, e.g. "store", are dropped
     for that URL), and url.<gateway-url>/github/.insteadOf https://github.com/, so
-    "git clone https://github.com/OWNER/NAME" goes through the gateway. GH_TOKEN and
+    "git clone https://github.com/OWNER/NAME" goes through the gateway (with
+    --sandbox-ca-file, git also trusts that CA for the gateway's URLs). GH_TOKEN and
     GITHUB_TOKEN are not set (gh would send the token to api.github.com); use
     CUSTODY_GITHUB_URL as a REST base URL with "Authorization: Bearer $CUSTODY_GITHUB_TOKEN".
   --broker NAME (repeatable) mints a token for the kind-http provider NAME, handed as

@@ -103,8 +103,14 @@ const gitUser = "x-access-token"
 //	url.<gw>/github/.insteadOf = https://github.com/
 //
 // so that "git clone https://github.com/OWNER/NAME" goes through the
-// gateway. It returns nil for no providers.
-func GitEnv(gatewayURL string, providers []string) map[string]string {
+// gateway; and, if caFile (a path in the sandbox) is set,
+//
+//	http.<gw>/<provider>/.sslCAInfo = <caFile>
+//
+// so that git (whose libcurl may not honour SSL_CERT_FILE) trusts an
+// https gateway, for the gateway's URLs alone. It returns nil for no
+// providers.
+func GitEnv(gatewayURL, caFile string, providers []string) map[string]string {
 	if len(providers) == 0 {
 		return nil
 	}
@@ -117,6 +123,9 @@ func GitEnv(gatewayURL string, providers []string) map[string]string {
 		if p == "github" {
 			kv = append(kv, [2]string{"url." + base + ".insteadOf", GitHubCom})
 		}
+		if caFile != "" {
+			kv = append(kv, [2]string{"http." + base + ".sslCAInfo", caFile})
+		}
 	}
 	env := map[string]string{"GIT_CONFIG_COUNT": strconv.Itoa(len(kv))}
 	for i, e := range kv {
@@ -128,11 +137,11 @@ func GitEnv(gatewayURL string, providers []string) map[string]string {
 
 // BrokerEnv is the environment that hands each brokered token to the
 // process: TokenVar and URLVar (<gatewayURL>/<provider>) of each, and
-// [GitEnv] for the git ones. tokens[i] is brokers[i]'s token. GH_TOKEN
+// [GitEnv] (with caFile) for the git ones. tokens[i] is brokers[i]'s token. GH_TOKEN
 // and GITHUB_TOKEN are not set: gh and other GitHub clients would send
 // the gateway token to api.github.com, which does not take it; point a
 // client at CUSTODY_GITHUB_URL as its API base URL instead.
-func BrokerEnv(brokers []Broker, gatewayURL string, tokens []string) (map[string]string, error) {
+func BrokerEnv(brokers []Broker, gatewayURL, caFile string, tokens []string) (map[string]string, error) {
 	if len(tokens) != len(brokers) {
 		return nil, errors.New("runlease: one token per brokered provider is required")
 	}
@@ -146,7 +155,7 @@ func BrokerEnv(brokers []Broker, gatewayURL string, tokens []string) (map[string
 			git = append(git, b.Provider)
 		}
 	}
-	for k, v := range GitEnv(gatewayURL, git) {
+	for k, v := range GitEnv(gatewayURL, caFile, git) {
 		env[k] = v
 	}
 	return env, nil

@@ -21,10 +21,10 @@ import (
 )
 
 func TestGitEnv(t *testing.T) {
-	if got := runlease.GitEnv("http://gw:8866", nil); got != nil {
+	if got := runlease.GitEnv("http://gw:8866", "", nil); got != nil {
 		t.Errorf("GitEnv(none) = %v, want nil", got)
 	}
-	got := runlease.GitEnv("http://gw:8866/", []string{"github", "ghe"})
+	got := runlease.GitEnv("http://gw:8866/", "", []string{"github", "ghe"})
 	helper := func(v string) string {
 		return `!f() { test "$1" = get && printf 'username=x-access-token\npassword=%s\n' "$` + v + `"; }; f`
 	}
@@ -45,7 +45,7 @@ func TestGitEnv(t *testing.T) {
 		}
 	}
 	env, err := runlease.BrokerEnv([]runlease.Broker{{Provider: "acme-api"}, {Provider: "github", Git: true, Repos: []runlease.RepoGrant{{Repo: "o/r", Access: "read"}}}},
-		"http://gw:8866", []string{"tok-acme", "tok-gh"})
+		"http://gw:8866", "", []string{"tok-acme", "tok-gh"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +56,10 @@ func TestGitEnv(t *testing.T) {
 		if env[k] != v {
 			t.Errorf("BrokerEnv[%s] = %q, want %q", k, env[k], v)
 		}
+	}
+	ca := runlease.GitEnv("https://gw:8866", "/etc/custody/ca.crt", []string{"ghe"})
+	if ca["GIT_CONFIG_COUNT"] != "3" || ca["GIT_CONFIG_KEY_2"] != "http.https://gw:8866/ghe/.sslCAInfo" || ca["GIT_CONFIG_VALUE_2"] != "/etc/custody/ca.crt" {
+		t.Errorf("GitEnv with a CA file = %v", ca)
 	}
 	if _, ok := env["GH_TOKEN"]; ok {
 		t.Error("BrokerEnv sets GH_TOKEN")

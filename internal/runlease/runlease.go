@@ -15,9 +15,9 @@
 //  2. Start the command through sandboxd's ProcessService.Start with the
 //     tokens and each provider's base URL ONLY in ProcessConfig.env_vars
 //     (see [EnvVars] and [BrokerEnv]; git gets a credential helper that
-//     reads its token from that environment, [GitEnv]). The token is never put in the command's argv, in
-//     this process's environment, or in a log line; [Token]'s String and
-//     LogValue leave it out.
+//     reads its token from that environment, [GitEnv]). No token is ever
+//     put in the command's argv, in this process's environment, in a file
+//     or in a log line; [Token]'s String and LogValue leave it out.
 //  3. Copy the process's stdout and stderr events to Options.Stdout and
 //     Options.Stderr as they arrive, close the process's stdin (the runner
 //     does not forward its own), and forward signals from Options.Signals
@@ -346,7 +346,7 @@ func Run(ctx context.Context, opts Options) (exitCode int, err error) {
 	if err != nil {
 		return -1, fmt.Errorf("runlease: %w", err)
 	}
-	be, err := BrokerEnv(opts.Brokers, opts.GatewayURL, brokered)
+	be, err := BrokerEnv(opts.Brokers, opts.GatewayURL, opts.SandboxCAFile, brokered)
 	if err != nil {
 		return -1, err
 	}
