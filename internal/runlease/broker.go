@@ -108,7 +108,8 @@ const gitUser = "x-access-token"
 //	http.<gw>/<provider>/.sslCAInfo = <caFile>
 //
 // so that git (whose libcurl may not honour SSL_CERT_FILE) trusts an
-// https gateway, for the gateway's URLs alone. It returns nil for no
+// https gateway, for the gateway's URLs alone (a GIT_SSL_CAINFO in the
+// process's environment takes precedence over it). It returns nil for no
 // providers.
 func GitEnv(gatewayURL, caFile string, providers []string) map[string]string {
 	if len(providers) == 0 {

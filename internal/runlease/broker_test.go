@@ -2,6 +2,7 @@ package runlease_test
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -193,7 +194,7 @@ func TestBrokerMintFailureRevokesMinted(t *testing.T) {
 // brokered token clones https://github.com/octo/hello (sent to the
 // gateway by the environment's insteadOf), pushes to it with write
 // access, cannot push to a read-only repository, and its token is
-// revoked at exit.
+// revoked at exit. The gateway is served over TLS with its own CA.
 func TestGitThroughRunlease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs git")
@@ -219,7 +220,9 @@ func TestGitThroughRunlease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, admin := httptest.NewServer(g.DataHandler()), httptest.NewServer(g.AdminHandler())
+	// The data plane over TLS: git trusts its CA through the sandbox CA
+	// file (http.<gateway>.sslCAInfo), not the system's roots.
+	data, admin := httptest.NewTLSServer(g.DataHandler()), httptest.NewServer(g.AdminHandler())
 	t.Cleanup(func() { data.Close(); admin.Close(); g.Close() })
 	ac, err := runlease.NewAdminClient(runlease.AdminOptions{URL: admin.URL, Token: "unused"})
 	if err != nil {
@@ -228,6 +231,7 @@ func TestGitThroughRunlease(t *testing.T) {
 	h := newHarness(t, shared)
 	o := h.options(t, "sh", "-c", `set -e
 export HOME="$(mktemp -d)" GIT_CONFIG_NOSYSTEM=1 GIT_TERMINAL_PROMPT=0 GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@example.invalid GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@example.invalid
+unset GIT_SSL_CAINFO # as in a sandbox: this machine's environment sets it, and sandboxd passes it on
 git config --global credential.helper store
 cd "$HOME"
 git clone -q https://github.com/octo/hello
@@ -240,7 +244,11 @@ if git push -q origin main 2>"$HOME/err"; then echo "push to read-only succeeded
 cat "$HOME/err" >&2
 test ! -e "$HOME/.git-credentials" || { echo "credentials stored"; exit 4; }
 git -C "$HOME/hello" rev-parse HEAD`)
-	o.Admin, o.Providers, o.GatewayURL = ac, nil, data.URL
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: data.Certificate().Raw}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o.Admin, o.Providers, o.GatewayURL, o.SandboxCAFile = ac, nil, data.URL, caFile
 	o.Brokers = []runlease.Broker{{Provider: "github", Git: true, Repos: []runlease.RepoGrant{{Repo: "octo/hello", Access: "write"}, {Repo: "octo/docs", Access: "read"}}}}
 	o.KillGrace = 10 * time.Second
 	code, err := runlease.Run(context.Background(), o)
@@ -262,7 +270,7 @@ git -C "$HOME/hello" rev-parse HEAD`)
 	env := h.proc.startRequests()[0].GetConfig().GetEnvVars()
 	req, _ := http.NewRequest("GET", data.URL+"/github/octo/hello.git/info/refs?service=git-upload-pack", nil)
 	req.Header.Set("Authorization", "Bearer "+env["CUSTODY_GITHUB_TOKEN"])
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := data.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
