@@ -46,6 +46,9 @@ func (s *scenario) all(ctx context.Context, c *fixture.Custody, bin, dir string,
 	g := &gatewayScenario{scenario: s, env: s.env, custody: c, custodyBin: bin, seen: seen, providerDesc: providerDesc, providerURL: providerURL, dir: dir}
 	g.run(ctx)
 	fmt.Println()
+	fmt.Println("== brokered git: the real git client, a token scoped to repositories, the credential held by custody")
+	(&gitScenario{scenario: s, bin: bin, dir: dir}).run(ctx)
+	fmt.Println()
 	fmt.Println("== MCP through custody: every tools/call a signer decision before it reaches the upstream")
 	ms := &mcpScenario{scenario: s, custody: c, custodyBin: bin, dir: dir, calls: s.mcpCalls}
 	ms.run(ctx)
