@@ -448,3 +448,38 @@ func TestMeterTenantBudgetAcrossTokensAndRestart(t *testing.T) {
 		t.Fatalf("another tenant: %d %s", r.status, r.body)
 	}
 }
+
+// A stream cut by its token's revocation is counted once, at least at
+// its reservation.
+func TestMeterRevokedStreamCountedOnce(t *testing.T) {
+	up := newFakeProvider(t)
+	mg := newMeteredGW(t, openSQLite(t, t.TempDir()), newKey(t), up, meteredOpts{})
+	m, err := mg.g.Mint(context.Background(), gateway.Grant{Providers: []string{"anthropic"}, Budget: metering.Usage{OutputTokens: 10000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, mg.data.URL+"/anthropic/v1/messages",
+		strings.NewReader(strings.Replace(anthropicBody, `"max_tokens"`, `"stream":true,"max_tokens"`, 1)))
+	req.Header.Set("Authorization", "Bearer "+m.Token)
+	req.Header.Set("X-Fake-Delay", "100ms")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	br := bufio.NewReader(res.Body)
+	if line, _ := br.ReadString('\n'); !strings.HasPrefix(line, "event: message_start") {
+		t.Fatalf("first line %q", line)
+	}
+	if err := mg.g.Revoke(context.Background(), m.JTI); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), "gateway token revoked") {
+		t.Errorf("stream not ended with the revocation:\n%s", rest)
+	}
+	got := mg.usage(t, metering.UsageFilter{})
+	if got.Requests != 1 || got.OutputTokens != 100 {
+		t.Errorf("revoked stream counted %+v, want once at its reservation of 100 output tokens", got)
+	}
+}
