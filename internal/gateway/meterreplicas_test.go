@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,16 @@ import (
 // store holds equal what the provider served (LiteLLM #26672: spend
 // over budget under concurrent traffic).
 func TestMeterReplicasRaceOneBudget(t *testing.T) {
+	t.Run("provider keeps to max_tokens", func(t *testing.T) { raceOneBudget(t, 50) })
+	// A provider that reports more than the request's max_tokens (an
+	// OpenAI-compatible server ignoring it): each request is admitted on
+	// its reservation, so the spend may pass the budget by what the
+	// requests in flight at the crossing used over their reservations,
+	// never by more than one request per client.
+	t.Run("provider overruns max_tokens", func(t *testing.T) { raceOneBudget(t, 80) })
+}
+
+func raceOneBudget(t *testing.T, reported int) {
 	const (
 		replicas = 4
 		clients  = 3 // per replica
@@ -49,7 +60,7 @@ func TestMeterReplicasRaceOneBudget(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for range attempts {
-					r := mg.post(t, tok, "/anthropic/v1/messages", body, map[string]string{"X-Fake-Output": "50"})
+					r := mg.post(t, tok, "/anthropic/v1/messages", body, map[string]string{"X-Fake-Output": strconv.Itoa(reported)})
 					switch {
 					case r.status == http.StatusOK:
 						ok.Add(1)
@@ -64,8 +75,10 @@ func TestMeterReplicasRaceOneBudget(t *testing.T) {
 		}
 	}
 	wg.Wait()
-	if got := ok.Load(); got != limit/perReq {
-		t.Errorf("%d requests let through, want exactly %d (the budget of %d at %d each)", got, limit/perReq, limit, perReq)
+	if reported == perReq {
+		if got := ok.Load(); got != limit/perReq {
+			t.Errorf("%d requests let through, want exactly %d (the budget of %d at %d each)", got, limit/perReq, limit, perReq)
+		}
 	}
 	if int(ok.Load()) != up.count() {
 		t.Errorf("provider served %d, gateways let through %d", up.count(), ok.Load())
@@ -80,7 +93,13 @@ func TestMeterReplicasRaceOneBudget(t *testing.T) {
 		t.Fatalf("budgets %+v, %v", bs, err)
 	}
 	b := bs[0]
-	if b.Spent.OutputTokens > limit || !b.Reserved.IsZero() || b.Spent.Requests != ok.Load() {
-		t.Errorf("run budget after the race: %+v (let through %d)", b, ok.Load())
+	bound := int64(limit)
+	if reported > perReq {
+		bound += replicas * clients * int64(reported) // one request in flight per client
 	}
+	if b.Spent.OutputTokens > bound || !b.Reserved.IsZero() || b.Spent.Requests != ok.Load() ||
+		b.Spent.OutputTokens != ok.Load()*int64(reported) {
+		t.Errorf("run budget after the race: %+v (let through %d, bound %d)", b, ok.Load(), bound)
+	}
+	t.Logf("%d let through, %d output tokens spent of a budget of %d", ok.Load(), b.Spent.OutputTokens, limit)
 }
