@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/agentcustody/custody/internal/metering"
@@ -34,12 +35,21 @@ type metered struct {
 // the request: the body is read when what it asks for must be known
 // (a budget applies, or an OpenAI chat stream whose usage must be asked
 // for), and rewritten where a maximum output or stream usage is added.
+// Under an output limit, a request to a generating endpoint whose format
+// the meter cannot read (OpenAI's legacy /v1/completions, Anthropic's
+// /v1/complete) is refused: nothing would bound or count its output.
 // Errors: an error wrapping metering.ErrBudgetExceeded (402),
 // metering.ErrUnavailable (503) or ErrUnmeterable (400).
 func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseFunc, r *http.Request, c *Claims, p *provider, rest, model string, rc *recording) error {
 	tb, runb := c.budgets()
 	budgets := g.meter.Budgets(metering.Claims{JTI: c.ID, RunID: c.RunID, Tenant: c.Tenant, Agent: c.Agent, Token: tb, Run: runb})
 	est := metering.Usage{Requests: 1}
+	if !rc.known && limitsOutput(budgets) && sendsBody(r.Method) && !generatesNothing(p.kind, rest) {
+		// A generating endpoint whose request and response the meter
+		// cannot read (legacy completions): its output cannot be
+		// bounded nor counted.
+		return ErrUnmeterable
+	}
 	if r.ContentLength > 0 {
 		est.InputTokens = (r.ContentLength + 3) / 4
 	}
@@ -96,6 +106,36 @@ func (g *Gateway) shapeBody(rc *recording, body []byte, budgets []metering.Budge
 		rc.meter.strip = true
 	}
 	return body, est, nil
+}
+
+// sendsBody reports whether method is one a request asks a provider to
+// do something with (not a read).
+func sendsBody(method string) bool {
+	return method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch
+}
+
+// generatesNothing reports whether rest (a path of a provider of kind)
+// is an endpoint known to generate no output tokens: counting tokens,
+// embeddings. Any other endpoint without a format the meter reads is
+// taken to generate (fail closed).
+func generatesNothing(kind, rest string) bool {
+	switch kind {
+	case KindAnthropic:
+		return strings.HasSuffix(rest, "/messages/count_tokens")
+	case KindGemini:
+		for _, m := range []string{":countTokens", ":embedContent", ":batchEmbedContents"} {
+			if strings.HasSuffix(rest, m) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, e := range []string{"/embeddings", "/responses/input_tokens", "/moderations"} {
+		if strings.HasSuffix(rest, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func limitsOutput(bs []metering.Budget) bool {
