@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -138,6 +139,7 @@ func (m *Meter) Begin(ctx context.Context, att Attribution, budgets []Budget, es
 	now := m.now()
 	att.Day = m.day(now)
 	est.Requests = max(est.Requests, 1)
+	est = bounded(est, budgets)
 	if m.pending() >= m.maxPend {
 		m.metrics.refused("unavailable")
 		return nil, ErrUnavailable
@@ -164,6 +166,34 @@ func (m *Meter) Begin(ctx context.Context, att Attribution, budgets []Budget, es
 		m.metrics.refused("unavailable")
 		m.log.WarnContext(ctx, "budget reservation failed", "jti", att.JTI, "error", err)
 		return nil, ErrUnavailable
+	}
+}
+
+// bounded is est with each counter at most MaxReported where no budget
+// limits it, and at most one more than the smallest limit where one does
+// (a reservation that still does not fit): a declared maximum of 2^62
+// tokens is not added to a budget's counters (nor charged when the
+// request is cut), where it would overflow them.
+func bounded(est Usage, budgets []Budget) Usage {
+	c := func(v int64, limit func(Budget) int64) int64 {
+		least := int64(0)
+		for _, b := range budgets {
+			if l := limit(b); l > 0 && (least == 0 || l < least) {
+				least = l
+			}
+		}
+		switch {
+		case least == 0:
+			return min(v, MaxReported)
+		case least < math.MaxInt64:
+			return min(v, least+1)
+		}
+		return v
+	}
+	return Usage{
+		Requests:     c(est.Requests, func(b Budget) int64 { return b.Limit.Requests }),
+		InputTokens:  c(est.InputTokens, func(b Budget) int64 { return b.Limit.InputTokens }),
+		OutputTokens: c(est.OutputTokens, func(b Budget) int64 { return b.Limit.OutputTokens }),
 	}
 }
 
@@ -261,7 +291,14 @@ func (t *Ticket) Reserved() Usage { return t.amount }
 // background response still running) counts, counter by counter, the
 // larger of the reservation and what was reported, since the provider
 // may bill what it generated.
+//
+// A reported count that is negative makes the report unreadable (as if
+// none came): a provider's nonsense must neither refund a budget nor
+// break the store's writes.
 func Charge(reserved Usage, status int, f tooluse.Format, res tooluse.Result) Usage {
+	if u := res.Usage; u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadTokens < 0 || u.CacheWriteTokens < 0 {
+		res.HasUsage = false
+	}
 	used := FromResult(f, res)
 	used.Requests = 1
 	switch {
@@ -273,19 +310,28 @@ func Charge(reserved Usage, status int, f tooluse.Format, res tooluse.Result) Us
 	return Usage{1, max(reserved.InputTokens, used.InputTokens), max(reserved.OutputTokens, used.OutputTokens)}
 }
 
+// MaxReported bounds each count of one request's usage as reported by a
+// provider (about 10^12 tokens, far past any real request): a larger one
+// is taken as this, so that sums of counts cannot overflow.
+const MaxReported = 1 << 40
+
 // FromResult is the usage a scanned response reported (Requests zero):
-// Anthropic's input counts cache reads and writes too.
+// Anthropic's input counts cache reads and writes too. Each count is
+// taken between 0 and [MaxReported].
 func FromResult(f tooluse.Format, res tooluse.Result) Usage {
 	if !res.HasUsage {
 		return Usage{}
 	}
 	u := res.Usage
-	in := u.InputTokens
+	in := reported(u.InputTokens)
 	if f == tooluse.Anthropic {
-		in += u.CacheReadTokens + u.CacheWriteTokens
+		in = min(in+reported(u.CacheReadTokens)+reported(u.CacheWriteTokens), MaxReported)
 	}
-	return Usage{InputTokens: in, OutputTokens: u.OutputTokens}
+	return Usage{InputTokens: in, OutputTokens: reported(u.OutputTokens)}
 }
+
+// reported is n between 0 and MaxReported.
+func reported(n int64) int64 { return min(max(n, 0), MaxReported) }
 
 // day is the UTC day of t, "2006-01-02", formatted once per day.
 func (m *Meter) day(t time.Time) string {
