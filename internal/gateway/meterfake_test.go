@@ -18,6 +18,8 @@ import (
 // request's X-Fake-Input and X-Fake-Output headers ask for (default 5
 // and 7), as JSON or as the provider's stream, and keeps every request
 // body it got. X-Fake-Delay spaces stream events (Go duration).
+// X-Fake-Early-Usage makes an OpenAI chat stream report a usage of 1 and
+// 1 in its first content chunk, before the real one.
 type fakeProvider struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
@@ -124,7 +126,13 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 			usage = `,"usage":null`
 		}
 		for i := range 3 {
-			send(fmt.Sprintf("data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-fake\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d\"},\"finish_reason\":null}]%s}\n\n", i, usage))
+			u := usage
+			if i == 0 && r.Header.Get("X-Fake-Early-Usage") != "" {
+				// Some OpenAI-compatible servers report the usage so
+				// far in content chunks too.
+				u = `,"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}`
+			}
+			send(fmt.Sprintf("data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-fake\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d\"},\"finish_reason\":null}]%s}\n\n", i, u))
 		}
 		send(fmt.Sprintf("data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-fake\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]%s}\n\n", usage))
 		if usage != "" {
