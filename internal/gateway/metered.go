@@ -81,7 +81,8 @@ func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseF
 // forwarded, with the estimate of what it may use: input tokens a
 // quarter of its bytes (an estimate, settled from what the provider
 // reports), output tokens its declared maximum. Under an output limit a
-// body that declares no maximum gets the meter's default one; an OpenAI
+// body that declares no maximum (or 0) gets the meter's default one, or
+// is refused (Anthropic, whose max_tokens is required); an OpenAI
 // chat stream that does not ask for its usage is made to.
 func (g *Gateway) shapeBody(rc *recording, body []byte, budgets []metering.Budget, est metering.Usage) ([]byte, metering.Usage, error) {
 	est.InputTokens = (int64(len(body)) + 3) / 4
@@ -96,7 +97,13 @@ func (g *Gateway) shapeBody(rc *recording, body []byte, budgets []metering.Budge
 		return body, est, nil
 	}
 	est.OutputTokens = ri.MaxOutput
-	if !ri.HasMaxOutput && limitsOutput(budgets) && rc.format != tooluse.Anthropic {
+	if !ri.HasMaxOutput && limitsOutput(budgets) && rc.format == tooluse.Anthropic {
+		// max_tokens is required (the provider refuses the body);
+		// one that a compatible upstream might take is not forwarded
+		// with no output reserved.
+		return nil, est, ErrUnmeterable
+	}
+	if !ri.HasMaxOutput && limitsOutput(budgets) {
 		per := max(g.meter.DefaultOutputReserve()/ri.Choices, 1)
 		body = metering.SetMaxOutput(rc.format, body, per)
 		est.OutputTokens = per * ri.Choices

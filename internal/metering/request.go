@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,8 +20,8 @@ type RequestInfo struct {
 	// larger if both, times n; Responses max_output_tokens; Gemini
 	// generationConfig.maxOutputTokens times candidateCount, each also
 	// by its proto name: generation_config, max_output_tokens,
-	// candidate_count). Zero when
-	// HasMaxOutput is false.
+	// candidate_count). A declared 0 is no maximum (Gemini takes it as
+	// unset). Zero when HasMaxOutput is false.
 	MaxOutput    int64
 	HasMaxOutput bool
 	// Choices is n (OpenAI chat) or candidateCount (Gemini), 1 if
@@ -237,7 +238,9 @@ func Inspect(f tooluse.Format, body []byte) RequestInfo {
 		return RequestInfo{Choices: 1}
 	}
 	ri.OK = true
-	if has {
+	// A maximum of 0 is no maximum: Gemini reads proto3 JSON, where a
+	// zero field is an unset one (the model's own maximum).
+	if has && max > 0 {
 		ri.HasMaxOutput = true
 		ri.MaxOutput = satMul(max, ri.Choices)
 	}
@@ -307,12 +310,23 @@ func SetMaxOutput(f tooluse.Format, body []byte, perChoice int64) []byte {
 	v := strconv.FormatInt(perChoice, 10)
 	switch f {
 	case tooluse.OpenAIChat:
+		// Each one given (null or 0) is set, so that the provider
+		// reads the maximum whichever it takes. Later members first:
+		// replacing one does not move those before it.
+		var given []member
 		for _, name := range []string{"max_completion_tokens", "max_tokens"} {
-			if m, found, _ := find(ms, name); found { // null
-				return replaceValue(body, m, v)
+			if m, found, _ := find(ms, name); found {
+				given = append(given, m)
 			}
 		}
-		return insertMember(body, ms, "max_completion_tokens", v)
+		if len(given) == 0 {
+			return insertMember(body, ms, "max_completion_tokens", v)
+		}
+		slices.SortFunc(given, func(a, b member) int { return b.start - a.start })
+		for _, m := range given {
+			body = replaceValue(body, m, v)
+		}
+		return body
 	case tooluse.OpenAIResponses:
 		if m, found, _ := find(ms, "max_output_tokens"); found {
 			return replaceValue(body, m, v)
