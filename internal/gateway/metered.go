@@ -28,6 +28,21 @@ type metered struct {
 	// stream (the gateway asked for it, the client did not).
 	chunk *tooluse.Usage
 	strip bool
+	// earlier: the request reads (or cancels) a response an earlier
+	// request made (Responses API retrieve, cancel): the usage it
+	// reports is that request's, counted when it settled.
+	earlier bool
+}
+
+// readsEarlier reports whether a request of format f is a Responses API
+// retrieve (GET /v1/responses/{id}[?stream=true]) or cancel (POST
+// /v1/responses/{id}/cancel): it generates nothing itself.
+func readsEarlier(f tooluse.Format, method, rest string) bool {
+	if f != tooluse.OpenAIResponses {
+		return false
+	}
+	return method == http.MethodGet || method == http.MethodHead ||
+		method == http.MethodPost && strings.HasSuffix(rest, "/cancel")
 }
 
 // beginMetering reserves what a request about to be forwarded may use on
@@ -53,7 +68,8 @@ func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseF
 	if r.ContentLength > 0 {
 		est.InputTokens = (r.ContentLength + 3) / 4
 	}
-	if rc.known && r.Method == http.MethodPost && (len(budgets) > 0 || rc.format == tooluse.OpenAIChat) {
+	rc.meter.earlier = rc.known && readsEarlier(rc.format, r.Method, rest)
+	if rc.known && r.Method == http.MethodPost && !rc.meter.earlier && (len(budgets) > 0 || rc.format == tooluse.OpenAIChat) {
 		body, whole := readBody(r)
 		switch {
 		case !whole && len(budgets) > 0:
@@ -200,7 +216,7 @@ func (m *metered) onChunk(data []byte) {
 // observe tells the ticket what the response has reported so far, and
 // cuts the request (cause: the budget error) when it is over a budget.
 func (m *metered) observe(s *tooluse.Scanner, f tooluse.Format) {
-	if m.ticket == nil || !m.ticket.Budgeted() {
+	if m.ticket == nil || !m.ticket.Budgeted() || m.earlier {
 		return
 	}
 	u, ok := s.Usage()
@@ -216,7 +232,8 @@ func (m *metered) observe(s *tooluse.Scanner, f tooluse.Format) {
 
 // settle counts the request once (see metering.Charge): a request that
 // did not end as proxied (cut, cancelled, an upstream failure) may have
-// been generated and billed, so it counts at least its reservation.
+// been generated and billed, so it counts at least its reservation. A
+// retrieve or cancel of an earlier response counts one request only.
 func (m *metered) settle(status int, outcome string, f tooluse.Format, res tooluse.Result, model string) {
 	if m.ticket == nil {
 		return
@@ -225,6 +242,9 @@ func (m *metered) settle(status int, outcome string, f tooluse.Format, res toolu
 		status, res.Complete = http.StatusOK, false
 	}
 	charge := metering.Charge(m.ticket.Reserved(), status, f, res)
+	if m.earlier {
+		charge = metering.Usage{Requests: 1}
+	}
 	if !m.ticket.Budgeted() {
 		m.ticket.Settle(m.ctx, charge, model) // queued: no store write here
 		return

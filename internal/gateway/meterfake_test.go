@@ -153,6 +153,11 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.Contains(r.URL.Path, ":generateContent"):
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d},"modelVersion":"gemini-fake"}`, in, out)
+	case strings.Contains(r.URL.Path, "/responses/") && (r.Method == http.MethodGet || strings.HasSuffix(r.URL.Path, "/cancel")):
+		// Retrieving (or cancelling) a Responses API response made
+		// earlier.
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"resp_1","object":"response","status":"completed","model":"gpt-fake","output":[],"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}}`, in, out, in+out)
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"data":[]}`)
