@@ -18,8 +18,10 @@ import (
 // request's X-Fake-Input and X-Fake-Output headers ask for (default 5
 // and 7), as JSON or as the provider's stream, and keeps every request
 // body it got. X-Fake-Delay spaces stream events (Go duration).
-// X-Fake-Early-Usage makes an OpenAI chat stream report a usage of 1 and
-// 1 in its first content chunk, before the real one.
+// X-Fake-Model (a Go string literal's content, e.g. `x\x00`) names the
+// model of an OpenAI chat JSON answer. X-Fake-Early-Usage makes an
+// OpenAI chat stream report a usage of 1 and 1 in its first content
+// chunk, before the real one.
 type fakeProvider struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
@@ -117,7 +119,12 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		if !req.Stream {
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","model":"gpt-fake","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, in, out, in+out)
+			model := "gpt-fake"
+			if m, err := strconv.Unquote(`"` + r.Header.Get("X-Fake-Model") + `"`); err == nil && m != "" {
+				model = m // as a compatible server echoing the request's model would
+			}
+			mj, _ := json.Marshal(model)
+			fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","model":`+string(mj)+`,"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, in, out, in+out)
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")

@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentcustody/custody/internal/tooluse"
 )
@@ -137,6 +139,7 @@ func (m *Meter) Budgets(c Claims) []Budget { return m.policy.Budgets(c, m.now())
 // written now. Exactly one [Ticket.Settle] must follow.
 func (m *Meter) Begin(ctx context.Context, att Attribution, budgets []Budget, est Usage) (*Ticket, error) {
 	now := m.now()
+	att = att.clean()
 	att.Day = m.day(now)
 	est.Requests = max(est.Requests, 1)
 	est = bounded(est, budgets)
@@ -260,7 +263,7 @@ func (t *Ticket) Observe(ctx context.Context, soFar Usage) error {
 func (t *Ticket) Settle(ctx context.Context, actual Usage, model string) {
 	t.once.Do(func() {
 		att := t.att
-		att.Model = model
+		att.Model = cleanText(model)
 		t.m.metrics.used(att.Provider, actual)
 		if t.budgeted {
 			s := Settlement{ID: t.id, Actual: actual, Attribution: att}
@@ -332,6 +335,25 @@ func FromResult(f tooluse.Format, res tooluse.Result) Usage {
 
 // reported is n between 0 and MaxReported.
 func reported(n int64) int64 { return min(max(n, 0), MaxReported) }
+
+// cleanText is s as a store can hold it: valid UTF-8 without NUL bytes
+// (PostgreSQL text refuses both), each replaced by U+FFFD. A model name
+// comes from the response: a value no store can write would fail the
+// transaction every pending settlement and usage row is written in.
+func cleanText(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// clean is a with every field cleanText.
+func (a Attribution) clean() Attribution {
+	for _, f := range []*string{&a.JTI, &a.RunID, &a.Tenant, &a.Agent, &a.Provider, &a.Model, &a.Day} {
+		*f = cleanText(*f)
+	}
+	return a
+}
 
 // day is the UTC day of t, "2006-01-02", formatted once per day.
 func (m *Meter) day(t time.Time) string {
