@@ -41,8 +41,12 @@ func readsEarlier(f tooluse.Format, method, rest string) bool {
 	if f != tooluse.OpenAIResponses {
 		return false
 	}
-	return method == http.MethodGet || method == http.MethodHead ||
-		method == http.MethodPost && strings.HasSuffix(rest, "/cancel")
+	if method == http.MethodGet || method == http.MethodHead {
+		return true
+	}
+	segs := strings.Split(rest, "/")
+	n := len(segs)
+	return method == http.MethodPost && n >= 4 && segs[n-3] == "responses" && segs[n-2] != "" && segs[n-1] == "cancel"
 }
 
 // beginMetering reserves what a request about to be forwarded may use on
