@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/agentcustody/custody/internal/gateway"
 	"github.com/agentcustody/custody/internal/metering"
@@ -38,7 +39,15 @@ func TestAttackModelNameWithNULPoisonsFlush(t *testing.T) {
 	if r := mg.post(t, free, "/openai/v1/chat/completions", chatBody, nil); r.status != http.StatusOK {
 		t.Fatalf("%d %s", r.status, r.body)
 	}
-	if got := mg.usage(t, metering.UsageFilter{Tenant: "agents"}); got.Requests != 5 { // fails the test if a flush fails
+	// The meter's writer may be committing what a Flush then finds
+	// gone: poll (every flush fails the test if it fails).
+	deadline := time.Now().Add(5 * time.Second)
+	got := mg.usage(t, metering.UsageFilter{Tenant: "agents"})
+	for got.Requests != 5 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		got = mg.usage(t, metering.UsageFilter{Tenant: "agents"})
+	}
+	if got.Requests != 5 {
 		t.Errorf("usage = %+v, want 5 requests", got)
 	}
 	bs, err := db.Budgets(context.Background(), metering.BudgetFilter{})

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -54,6 +55,9 @@ func readsEarlier(f tooluse.Format, method, rest string) bool {
 // the request: the body is read when what it asks for must be known
 // (a budget applies, or an OpenAI chat stream whose usage must be asked
 // for), and rewritten where a maximum output or stream usage is added.
+// A Gemini request's response field mask is taken off (see
+// plainGeminiResponse); one asking for a response format the meter
+// cannot read is refused under a budget.
 // Under an output limit, a request to a generating endpoint whose format
 // the meter cannot read (OpenAI's legacy /v1/completions, Anthropic's
 // /v1/complete) is refused: nothing would bound or count its output.
@@ -71,6 +75,9 @@ func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseF
 	}
 	if r.ContentLength > 0 {
 		est.InputTokens = (r.ContentLength + 3) / 4
+	}
+	if rc.known && rc.format == tooluse.Gemini && !plainGeminiResponse(r) && len(budgets) > 0 {
+		return ErrUnmeterable
 	}
 	rc.meter.earlier = rc.known && readsEarlier(rc.format, r.Method, rest)
 	if rc.known && r.Method == http.MethodPost && !rc.meter.earlier && (len(budgets) > 0 || rc.format == tooluse.OpenAIChat) {
@@ -133,6 +140,33 @@ func (g *Gateway) shapeBody(rc *recording, body []byte, budgets []metering.Budge
 		rc.meter.strip = true
 	}
 	return body, est, nil
+}
+
+// plainGeminiResponse takes Google's response field mask (system
+// parameter fields or $fields, header X-Goog-FieldMask) off a Gemini
+// generate request, so that the response keeps its usageMetadata, and
+// reports whether the response format asked for is one the meter reads:
+// alt (or $alt) absent, json or sse, and a query that parses.
+func plainGeminiResponse(r *http.Request) bool {
+	r.Header.Del("X-Goog-FieldMask")
+	if r.URL.RawQuery == "" {
+		return true
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	ok := err == nil
+	for _, k := range []string{"alt", "$alt"} {
+		for _, v := range q[k] {
+			if v != "json" && v != "sse" {
+				ok = false
+			}
+		}
+	}
+	if q.Has("fields") || q.Has("$fields") || err != nil {
+		q.Del("fields")
+		q.Del("$fields")
+		r.URL.RawQuery = q.Encode() // without the mask and any pair that did not parse
+	}
+	return ok
 }
 
 // sendsBody reports whether method is one a request asks a provider to

@@ -159,6 +159,13 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	case strings.Contains(r.URL.Path, ":generateContent"):
 		w.Header().Set("Content-Type", "application/json")
+		q := r.URL.Query()
+		if q.Has("fields") || q.Has("$fields") || r.Header.Get("X-Goog-FieldMask") != "" {
+			// A field mask (Google's system parameter) leaves out what
+			// it does not name.
+			io.WriteString(w, `{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP","index":0}]}`)
+			return
+		}
 		fmt.Fprintf(w, `{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d},"modelVersion":"gemini-fake"}`, in, out)
 	case strings.Contains(r.URL.Path, "/responses/") && (r.Method == http.MethodGet || strings.HasSuffix(r.URL.Path, "/cancel")):
 		// Retrieving (or cancelling) a Responses API response made
