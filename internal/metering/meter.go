@@ -70,6 +70,11 @@ type Meter struct {
 	log     *slog.Logger
 	metrics *Metrics
 
+	// flushing is held by a Flush for its whole write, so that a Flush
+	// returns only after what was pending at its call (taken by another
+	// Flush or not) is written or put back.
+	flushing sync.Mutex
+
 	mu      sync.Mutex
 	settles []Settlement
 	usage   map[Attribution]Usage
@@ -381,6 +386,8 @@ func (m *Meter) pending() int {
 
 // Flush writes what is pending now.
 func (m *Meter) Flush(ctx context.Context) error {
+	m.flushing.Lock()
+	defer m.flushing.Unlock()
 	m.mu.Lock()
 	settles, usage := m.settles, m.usage
 	m.settles, m.usage = nil, make(map[Attribution]Usage)

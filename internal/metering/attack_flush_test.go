@@ -1,0 +1,62 @@
+package metering_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentcustody/custody/internal/metering"
+)
+
+// slowStore commits slowly and keeps the usage committed.
+type slowStore struct {
+	mu   sync.Mutex
+	used metering.Usage
+}
+
+func (s *slowStore) Reserve(context.Context, metering.Reservation) error   { return nil }
+func (s *slowStore) Extend(context.Context, string, metering.Usage) error  { return nil }
+func (s *slowStore) SettleExpired(context.Context, time.Time) (int, error) { return 0, nil }
+func (s *slowStore) Budgets(context.Context, metering.BudgetFilter) ([]metering.BudgetState, error) {
+	return nil, nil
+}
+func (s *slowStore) Usage(context.Context, metering.UsageFilter) ([]metering.UsageRow, error) {
+	return nil, nil
+}
+func (s *slowStore) Commit(_ context.Context, _ []metering.Settlement, usage []metering.UsageDelta) error {
+	time.Sleep(100 * time.Millisecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range usage {
+		s.used = s.used.Add(u.Used)
+	}
+	return nil
+}
+
+// FINDING (low): Flush returned at once, with nothing written, while the
+// meter's writer was committing what it had taken: a caller that flushes
+// and then reads (an operator's check, every metering test) did not see
+// usage settled before its call.
+func TestAttackFlushWaitsForWriter(t *testing.T) {
+	st := &slowStore{}
+	m, err := metering.New(metering.Options{Store: st, FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	tk, err := m.Begin(context.Background(), metering.Attribution{JTI: "j", Provider: "p"}, nil, metering.Usage{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.Settle(context.Background(), metering.Usage{Requests: 1, OutputTokens: 5}, "m")
+	time.Sleep(20 * time.Millisecond) // the writer has taken it and is committing
+	if err := m.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.used.Requests != 1 {
+		t.Errorf("after Flush the store holds %+v", st.used)
+	}
+}
