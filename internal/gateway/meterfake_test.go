@@ -166,7 +166,13 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 			io.WriteString(w, `{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP","index":0}]}`)
 			return
 		}
-		fmt.Fprintf(w, `{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d},"modelVersion":"gemini-fake"}`, in, out)
+		tool := ""
+		if n := headerInt(r, "X-Fake-Tool-Prompt", 0); n > 0 {
+			// Input a provider-run tool (url_context, google_search)
+			// brought in, billed as input, not in promptTokenCount.
+			tool = fmt.Sprintf(`,"toolUsePromptTokenCount":%d`, n)
+		}
+		fmt.Fprintf(w, `{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d%s},"modelVersion":"gemini-fake"}`, in, out, tool)
 	case strings.Contains(r.URL.Path, "/responses/") && (r.Method == http.MethodGet || strings.HasSuffix(r.URL.Path, "/cancel")):
 		// Retrieving (or cancelling) a Responses API response made
 		// earlier.
