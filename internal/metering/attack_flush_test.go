@@ -60,3 +60,33 @@ func TestAttackFlushWaitsForWriter(t *testing.T) {
 		t.Errorf("after Flush the store holds %+v", st.used)
 	}
 }
+
+// FINDING (low): Close wrote what was pending and returned at once; a
+// request still finishing (a stream the server's shutdown cut a moment
+// before) settled after it, into a queue no one wrote: its usage was
+// lost. Close now waits (bounded by its ctx) for the open tickets.
+func TestAttackSettleAfterCloseLost(t *testing.T) {
+	st := &slowStore{}
+	m, err := metering.New(metering.Options{Store: st, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk, err := m.Begin(context.Background(), metering.Attribution{JTI: "j", Provider: "p"}, nil, metering.Usage{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		tk.Settle(context.Background(), metering.Usage{Requests: 1, OutputTokens: 5}, "m")
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.used.Requests != 1 {
+		t.Errorf("after Close the store holds %+v", st.used)
+	}
+}

@@ -81,6 +81,9 @@ type Meter struct {
 
 	dayCache atomic.Pointer[dayString]
 
+	// open counts the tickets not yet settled; Close waits for them.
+	open sync.WaitGroup
+
 	kick      chan struct{}
 	stop      context.CancelFunc
 	done      chan struct{}
@@ -154,6 +157,7 @@ func (m *Meter) Begin(ctx context.Context, att Attribution, budgets []Budget, es
 	}
 	t := &Ticket{m: m, att: att, amount: est}
 	if len(budgets) == 0 {
+		m.open.Add(1)
 		return t, nil
 	}
 	t.id = newID()
@@ -165,6 +169,7 @@ func (m *Meter) Begin(ctx context.Context, att Attribution, budgets []Budget, es
 	var ee *ExceededError
 	switch {
 	case err == nil:
+		m.open.Add(1)
 		return t, nil
 	case errors.As(err, &ee):
 		m.metrics.refused(ee.Budget.Scope)
@@ -267,6 +272,7 @@ func (t *Ticket) Observe(ctx context.Context, soFar Usage) error {
 // call counts.
 func (t *Ticket) Settle(ctx context.Context, actual Usage, model string) {
 	t.once.Do(func() {
+		defer t.m.open.Done()
 		att := t.att
 		att.Model = cleanText(model)
 		t.m.metrics.used(att.Provider, actual)
@@ -445,10 +451,22 @@ func (m *Meter) run(ctx context.Context) {
 	}
 }
 
-// Close stops the writer and writes what is pending (bounded by ctx).
+// Close waits for the requests begun to be settled, stops the writer
+// and writes what is pending (all bounded by ctx: a request settled
+// after it is not written).
 func (m *Meter) Close(ctx context.Context) error {
 	var err error
 	m.closeOnce.Do(func() {
+		settled := make(chan struct{})
+		go func() {
+			m.open.Wait()
+			close(settled)
+		}()
+		select {
+		case <-settled:
+		case <-ctx.Done():
+			m.log.Warn("closing the meter before every request was settled")
+		}
 		m.stop()
 		<-m.done
 		err = m.Flush(ctx)
