@@ -2,6 +2,7 @@ package metering_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -88,5 +89,54 @@ func TestAttackSettleAfterCloseLost(t *testing.T) {
 	defer st.mu.Unlock()
 	if st.used.Requests != 1 {
 		t.Errorf("after Close the store holds %+v", st.used)
+	}
+}
+
+// poisonStore refuses every Commit holding the usage of model "poison"
+// (a row no store can write), and keeps what it committed.
+type poisonStore struct {
+	slowStore
+}
+
+func (s *poisonStore) Commit(_ context.Context, _ []metering.Settlement, usage []metering.UsageDelta) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range usage {
+		if u.Model == "poison" {
+			return errors.New("cannot store that")
+		}
+	}
+	for _, u := range usage {
+		s.used = s.used.Add(u.Used)
+	}
+	return nil
+}
+
+// FINDING (medium, hardening): the meter writes every pending settlement
+// and usage row in one transaction and puts all of it back when that
+// fails: one row the store refuses for good (the NUL model name above,
+// an overflow) blocked every later write, so that no usage was written
+// again and, past MaxPending, every request was refused. A failed batch
+// is now written row by row, so only the row the store refuses stays.
+func TestAttackOnePoisonRowBlocksFlush(t *testing.T) {
+	st := &poisonStore{}
+	m, err := metering.New(metering.Options{Store: st, FlushInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	for i, model := range []string{"poison", "a", "b", "c"} {
+		tk, err := m.Begin(context.Background(), metering.Attribution{JTI: "j", Provider: "p"}, nil, metering.Usage{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tk.Settle(context.Background(), metering.Usage{Requests: 1, OutputTokens: int64(i)}, model)
+	}
+	m.Flush(context.Background()) // fails: the poison row stays
+	m.Flush(context.Background())
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.used.Requests != 3 {
+		t.Errorf("store holds %+v, want the 3 rows that can be written", st.used)
 	}
 }

@@ -406,12 +406,22 @@ func (m *Meter) Flush(ctx context.Context) error {
 		deltas = append(deltas, UsageDelta{Attribution: a, Used: u})
 	}
 	err := m.store.Commit(ctx, settles, deltas)
+	if err != nil && len(settles)+len(deltas) > 1 {
+		// One row the store refuses for good must not hold back the
+		// others: write them one by one, keeping those that fail.
+		settles, deltas, err = m.commitEach(ctx, settles, deltas)
+	}
 	if err == nil {
 		m.metrics.setPending(m.pending())
 		return nil
 	}
-	// Put it back: it is written with the next flush (settling twice
-	// counts once, and usage rows are only added to after a commit).
+	// Put back what was not written: it is written with the next flush
+	// (settling twice counts once, and usage rows are only added to
+	// after a commit).
+	usage = make(map[Attribution]Usage, len(deltas))
+	for _, d := range deltas {
+		usage[d.Attribution] = usage[d.Attribution].Add(d.Used)
+	}
 	m.mu.Lock()
 	m.settles = append(settles, m.settles...)
 	for a, u := range usage {
@@ -422,6 +432,50 @@ func (m *Meter) Flush(ctx context.Context) error {
 	m.metrics.flushFailed()
 	m.metrics.setPending(n)
 	return err
+}
+
+// commitEach writes each settlement and usage row in its own
+// transaction and returns those that failed, with the last error. After
+// two failures in a row with nothing written it stops (the store is
+// down, not refusing one row) and returns all that is left.
+func (m *Meter) commitEach(ctx context.Context, settles []Settlement, deltas []UsageDelta) ([]Settlement, []UsageDelta, error) {
+	var (
+		failedS   []Settlement
+		failedD   []UsageDelta
+		lastErr   error
+		streak    int
+		anyWrote  bool
+		giveUpAll = func() bool { return !anyWrote && streak >= 2 }
+	)
+	for i, s := range settles {
+		if giveUpAll() {
+			return append(failedS, settles[i:]...), append(failedD, deltas...), lastErr
+		}
+		if err := m.store.Commit(ctx, []Settlement{s}, nil); err != nil {
+			failedS, lastErr = append(failedS, s), err
+			streak++
+			continue
+		}
+		anyWrote, streak = true, 0
+	}
+	for i, d := range deltas {
+		if giveUpAll() {
+			return failedS, append(failedD, deltas[i:]...), lastErr
+		}
+		if err := m.store.Commit(ctx, nil, []UsageDelta{d}); err != nil {
+			failedD, lastErr = append(failedD, d), err
+			streak++
+			continue
+		}
+		anyWrote, streak = true, 0
+	}
+	if len(failedS) == 0 && len(failedD) == 0 {
+		return nil, nil, nil
+	}
+	if anyWrote {
+		m.log.Warn("usage rows the store refuses are kept pending", "settlements", len(failedS), "usage_rows", len(failedD), "error", lastErr)
+	}
+	return failedS, failedD, lastErr
 }
 
 func (m *Meter) run(ctx context.Context) {
