@@ -234,7 +234,9 @@ var (
 	ErrCannotMint = errors.New("gateway holds no signing key")
 	// ErrUnmeterable: a budget applies and the request body does not say
 	// plainly what it asks for (not one JSON object, a limit given twice
-	// or of the wrong type, too large to read; see metering.Inspect).
+	// or of the wrong type, too large to read; see metering.Inspect), or
+	// an output limit applies to a generating endpoint the meter cannot
+	// read (legacy completions).
 	ErrUnmeterable = errors.New("request cannot be metered")
 )
 

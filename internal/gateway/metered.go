@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/agentcustody/custody/internal/metering"
@@ -27,6 +29,25 @@ type metered struct {
 	// stream (the gateway asked for it, the client did not).
 	chunk *tooluse.Usage
 	strip bool
+	// earlier: the request reads (or cancels) a response an earlier
+	// request made (Responses API retrieve, cancel): the usage it
+	// reports is that request's, counted when it settled.
+	earlier bool
+}
+
+// readsEarlier reports whether a request of format f is a Responses API
+// retrieve (GET /v1/responses/{id}[?stream=true]) or cancel (POST
+// /v1/responses/{id}/cancel): it generates nothing itself.
+func readsEarlier(f tooluse.Format, method, rest string) bool {
+	if f != tooluse.OpenAIResponses {
+		return false
+	}
+	if method == http.MethodGet || method == http.MethodHead {
+		return true
+	}
+	segs := strings.Split(rest, "/")
+	n := len(segs)
+	return method == http.MethodPost && n >= 4 && segs[n-3] == "responses" && segs[n-2] != "" && segs[n-1] == "cancel"
 }
 
 // beginMetering reserves what a request about to be forwarded may use on
@@ -34,6 +55,12 @@ type metered struct {
 // the request: the body is read when what it asks for must be known
 // (a budget applies, or an OpenAI chat stream whose usage must be asked
 // for), and rewritten where a maximum output or stream usage is added.
+// A Gemini request's response field mask is taken off (see
+// plainGeminiResponse); one asking for a response format the meter
+// cannot read is refused under a budget.
+// Under an output limit, a request to a generating endpoint whose format
+// the meter cannot read (OpenAI's legacy /v1/completions, Anthropic's
+// /v1/complete) is refused: nothing would bound or count its output.
 // Errors: an error wrapping metering.ErrBudgetExceeded (402),
 // metering.ErrUnavailable (503) or ErrUnmeterable (400).
 func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseFunc, r *http.Request, c *Claims, p *provider, rest, model string, rc *recording) error {
@@ -42,10 +69,20 @@ func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseF
 	est := metering.Usage{Requests: 1}
 	// A brokered request (kind http, github: a git pack, say) uses no
 	// tokens: it counts as a request only.
+	if hasModels(p.kind) && !rc.known && limitsOutput(budgets) && sendsBody(r.Method) && !generatesNothing(p.kind, rest) {
+		// A generating endpoint whose request and response the meter
+		// cannot read (legacy completions): its output cannot be
+		// bounded nor counted.
+		return ErrUnmeterable
+	}
 	if r.ContentLength > 0 && hasModels(p.kind) {
 		est.InputTokens = (r.ContentLength + 3) / 4
 	}
-	if rc.known && r.Method == http.MethodPost && (len(budgets) > 0 || rc.format == tooluse.OpenAIChat) {
+	if rc.known && rc.format == tooluse.Gemini && !plainGeminiResponse(r) && len(budgets) > 0 {
+		return ErrUnmeterable
+	}
+	rc.meter.earlier = rc.known && readsEarlier(rc.format, r.Method, rest)
+	if rc.known && r.Method == http.MethodPost && !rc.meter.earlier && (len(budgets) > 0 || rc.format == tooluse.OpenAIChat) {
 		body, whole := readBody(r)
 		switch {
 		case !whole && len(budgets) > 0:
@@ -73,7 +110,8 @@ func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseF
 // forwarded, with the estimate of what it may use: input tokens a
 // quarter of its bytes (an estimate, settled from what the provider
 // reports), output tokens its declared maximum. Under an output limit a
-// body that declares no maximum gets the meter's default one; an OpenAI
+// body that declares no maximum (or 0) gets the meter's default one, or
+// is refused (Anthropic, whose max_tokens is required); an OpenAI
 // chat stream that does not ask for its usage is made to.
 func (g *Gateway) shapeBody(rc *recording, body []byte, budgets []metering.Budget, est metering.Usage) ([]byte, metering.Usage, error) {
 	est.InputTokens = (int64(len(body)) + 3) / 4
@@ -88,7 +126,13 @@ func (g *Gateway) shapeBody(rc *recording, body []byte, budgets []metering.Budge
 		return body, est, nil
 	}
 	est.OutputTokens = ri.MaxOutput
-	if !ri.HasMaxOutput && limitsOutput(budgets) && rc.format != tooluse.Anthropic {
+	if !ri.HasMaxOutput && limitsOutput(budgets) && rc.format == tooluse.Anthropic {
+		// max_tokens is required (the provider refuses the body);
+		// one that a compatible upstream might take is not forwarded
+		// with no output reserved.
+		return nil, est, ErrUnmeterable
+	}
+	if !ri.HasMaxOutput && limitsOutput(budgets) {
 		per := max(g.meter.DefaultOutputReserve()/ri.Choices, 1)
 		body = metering.SetMaxOutput(rc.format, body, per)
 		est.OutputTokens = per * ri.Choices
@@ -98,6 +142,63 @@ func (g *Gateway) shapeBody(rc *recording, body []byte, budgets []metering.Budge
 		rc.meter.strip = true
 	}
 	return body, est, nil
+}
+
+// plainGeminiResponse takes Google's response field mask (system
+// parameter fields or $fields, header X-Goog-FieldMask) off a Gemini
+// generate request, so that the response keeps its usageMetadata, and
+// reports whether the response format asked for is one the meter reads:
+// alt (or $alt) absent, json or sse, and a query that parses.
+func plainGeminiResponse(r *http.Request) bool {
+	r.Header.Del("X-Goog-FieldMask")
+	if r.URL.RawQuery == "" {
+		return true
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	ok := err == nil
+	for _, k := range []string{"alt", "$alt"} {
+		for _, v := range q[k] {
+			if v != "json" && v != "sse" {
+				ok = false
+			}
+		}
+	}
+	if q.Has("fields") || q.Has("$fields") || err != nil {
+		q.Del("fields")
+		q.Del("$fields")
+		r.URL.RawQuery = q.Encode() // without the mask and any pair that did not parse
+	}
+	return ok
+}
+
+// sendsBody reports whether method is one a request asks a provider to
+// do something with (not a read).
+func sendsBody(method string) bool {
+	return method == http.MethodPost || method == http.MethodPut || method == http.MethodPatch
+}
+
+// generatesNothing reports whether rest (a path of a provider of kind)
+// is an endpoint known to generate no output tokens: counting tokens,
+// embeddings. Any other endpoint without a format the meter reads is
+// taken to generate (fail closed).
+func generatesNothing(kind, rest string) bool {
+	switch kind {
+	case KindAnthropic:
+		return strings.HasSuffix(rest, "/messages/count_tokens")
+	case KindGemini:
+		for _, m := range []string{":countTokens", ":embedContent", ":batchEmbedContents"} {
+			if strings.HasSuffix(rest, m) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, e := range []string{"/embeddings", "/responses/input_tokens", "/moderations"} {
+		if strings.HasSuffix(rest, e) {
+			return true
+		}
+	}
+	return false
 }
 
 func limitsOutput(bs []metering.Budget) bool {
@@ -155,7 +256,7 @@ func (m *metered) onChunk(data []byte) {
 // observe tells the ticket what the response has reported so far, and
 // cuts the request (cause: the budget error) when it is over a budget.
 func (m *metered) observe(s *tooluse.Scanner, f tooluse.Format) {
-	if m.ticket == nil || !m.ticket.Budgeted() {
+	if m.ticket == nil || !m.ticket.Budgeted() || m.earlier {
 		return
 	}
 	u, ok := s.Usage()
@@ -171,7 +272,8 @@ func (m *metered) observe(s *tooluse.Scanner, f tooluse.Format) {
 
 // settle counts the request once (see metering.Charge): a request that
 // did not end as proxied (cut, cancelled, an upstream failure) may have
-// been generated and billed, so it counts at least its reservation.
+// been generated and billed, so it counts at least its reservation. A
+// retrieve or cancel of an earlier response counts one request only.
 func (m *metered) settle(status int, outcome string, f tooluse.Format, res tooluse.Result, model string) {
 	if m.ticket == nil {
 		return
@@ -180,6 +282,9 @@ func (m *metered) settle(status int, outcome string, f tooluse.Format, res toolu
 		status, res.Complete = http.StatusOK, false
 	}
 	charge := metering.Charge(m.ticket.Reserved(), status, f, res)
+	if m.earlier {
+		charge = metering.Usage{Requests: 1}
+	}
 	if !m.ticket.Budgeted() {
 		m.ticket.Settle(m.ctx, charge, model) // queued: no store write here
 		return

@@ -18,6 +18,10 @@ import (
 // request's X-Fake-Input and X-Fake-Output headers ask for (default 5
 // and 7), as JSON or as the provider's stream, and keeps every request
 // body it got. X-Fake-Delay spaces stream events (Go duration).
+// X-Fake-Model (a Go string literal's content, e.g. `x\x00`) names the
+// model of an OpenAI chat JSON answer. X-Fake-Early-Usage makes an
+// OpenAI chat stream report a usage of 1 and 1 in its first content
+// chunk, before the real one.
 type fakeProvider struct {
 	srv    *httptest.Server
 	mu     sync.Mutex
@@ -115,7 +119,12 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 	case strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		if !req.Stream {
 			w.Header().Set("Content-Type", "application/json")
-			fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","model":"gpt-fake","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, in, out, in+out)
+			model := "gpt-fake"
+			if m, err := strconv.Unquote(`"` + r.Header.Get("X-Fake-Model") + `"`); err == nil && m != "" {
+				model = m // as a compatible server echoing the request's model would
+			}
+			mj, _ := json.Marshal(model)
+			fmt.Fprintf(w, `{"id":"c1","object":"chat.completion","model":`+string(mj)+`,"choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, in, out, in+out)
 			return
 		}
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -124,7 +133,13 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 			usage = `,"usage":null`
 		}
 		for i := range 3 {
-			send(fmt.Sprintf("data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-fake\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d\"},\"finish_reason\":null}]%s}\n\n", i, usage))
+			u := usage
+			if i == 0 && r.Header.Get("X-Fake-Early-Usage") != "" {
+				// Some OpenAI-compatible servers report the usage so
+				// far in content chunks too.
+				u = `,"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}`
+			}
+			send(fmt.Sprintf("data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-fake\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d\"},\"finish_reason\":null}]%s}\n\n", i, u))
 		}
 		send(fmt.Sprintf("data: {\"id\":\"c1\",\"object\":\"chat.completion.chunk\",\"model\":\"gpt-fake\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]%s}\n\n", usage))
 		if usage != "" {
@@ -144,7 +159,25 @@ func (f *fakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	case strings.Contains(r.URL.Path, ":generateContent"):
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d},"modelVersion":"gemini-fake"}`, in, out)
+		q := r.URL.Query()
+		if q.Has("fields") || q.Has("$fields") || r.Header.Get("X-Goog-FieldMask") != "" {
+			// A field mask (Google's system parameter) leaves out what
+			// it does not name.
+			io.WriteString(w, `{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP","index":0}]}`)
+			return
+		}
+		tool := ""
+		if n := headerInt(r, "X-Fake-Tool-Prompt", 0); n > 0 {
+			// Input a provider-run tool (url_context, google_search)
+			// brought in, billed as input, not in promptTokenCount.
+			tool = fmt.Sprintf(`,"toolUsePromptTokenCount":%d`, n)
+		}
+		fmt.Fprintf(w, `{"candidates":[{"content":{"parts":[{"text":"hi"}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d%s},"modelVersion":"gemini-fake"}`, in, out, tool)
+	case strings.Contains(r.URL.Path, "/responses/") && (r.Method == http.MethodGet || strings.HasSuffix(r.URL.Path, "/cancel")):
+		// Retrieving (or cancelling) a Responses API response made
+		// earlier.
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"resp_1","object":"response","status":"completed","model":"gpt-fake","output":[],"usage":{"input_tokens":%d,"output_tokens":%d,"total_tokens":%d}}`, in, out, in+out)
 	default:
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"data":[]}`)

@@ -114,8 +114,18 @@ func (rc *recording) finish(ctx context.Context, outcome string, model string) {
 	if rc.scanner != nil {
 		c.Response = rc.scanner.Result()
 	}
-	if !c.Response.HasUsage && rc.meter.chunk != nil {
-		c.Response.Usage, c.Response.HasUsage = *rc.meter.chunk, true
+	if u := rc.meter.chunk; u != nil {
+		// The usage-only chunk ends the stream: its counts are the
+		// stream's total even when an earlier chunk reported some (as
+		// some OpenAI-compatible servers do); each counter the larger.
+		if !c.Response.HasUsage {
+			c.Response.Usage, c.Response.HasUsage = *u, true
+		} else {
+			r := &c.Response.Usage
+			r.InputTokens = max(r.InputTokens, u.InputTokens)
+			r.OutputTokens = max(r.OutputTokens, u.OutputTokens)
+			r.CacheReadTokens = max(r.CacheReadTokens, u.CacheReadTokens)
+		}
 	}
 	c.Model = c.Response.Model
 	if c.Model == "" {

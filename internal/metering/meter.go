@@ -7,9 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentcustody/custody/internal/tooluse"
 )
@@ -67,11 +70,19 @@ type Meter struct {
 	log     *slog.Logger
 	metrics *Metrics
 
+	// flushing is held by a Flush for its whole write, so that a Flush
+	// returns only after what was pending at its call (taken by another
+	// Flush or not) is written or put back.
+	flushing sync.Mutex
+
 	mu      sync.Mutex
 	settles []Settlement
 	usage   map[Attribution]Usage
 
 	dayCache atomic.Pointer[dayString]
+
+	// open counts the tickets not yet settled; Close waits for them.
+	open sync.WaitGroup
 
 	kick      chan struct{}
 	stop      context.CancelFunc
@@ -136,14 +147,17 @@ func (m *Meter) Budgets(c Claims) []Budget { return m.policy.Budgets(c, m.now())
 // written now. Exactly one [Ticket.Settle] must follow.
 func (m *Meter) Begin(ctx context.Context, att Attribution, budgets []Budget, est Usage) (*Ticket, error) {
 	now := m.now()
+	att = att.clean()
 	att.Day = m.day(now)
 	est.Requests = max(est.Requests, 1)
+	est = bounded(est, budgets)
 	if m.pending() >= m.maxPend {
 		m.metrics.refused("unavailable")
 		return nil, ErrUnavailable
 	}
 	t := &Ticket{m: m, att: att, amount: est}
 	if len(budgets) == 0 {
+		m.open.Add(1)
 		return t, nil
 	}
 	t.id = newID()
@@ -155,6 +169,7 @@ func (m *Meter) Begin(ctx context.Context, att Attribution, budgets []Budget, es
 	var ee *ExceededError
 	switch {
 	case err == nil:
+		m.open.Add(1)
 		return t, nil
 	case errors.As(err, &ee):
 		m.metrics.refused(ee.Budget.Scope)
@@ -164,6 +179,34 @@ func (m *Meter) Begin(ctx context.Context, att Attribution, budgets []Budget, es
 		m.metrics.refused("unavailable")
 		m.log.WarnContext(ctx, "budget reservation failed", "jti", att.JTI, "error", err)
 		return nil, ErrUnavailable
+	}
+}
+
+// bounded is est with each counter at most MaxReported where no budget
+// limits it, and at most one more than the smallest limit where one does
+// (a reservation that still does not fit): a declared maximum of 2^62
+// tokens is not added to a budget's counters (nor charged when the
+// request is cut), where it would overflow them.
+func bounded(est Usage, budgets []Budget) Usage {
+	c := func(v int64, limit func(Budget) int64) int64 {
+		least := int64(0)
+		for _, b := range budgets {
+			if l := limit(b); l > 0 && (least == 0 || l < least) {
+				least = l
+			}
+		}
+		switch {
+		case least == 0:
+			return min(v, MaxReported)
+		case least < math.MaxInt64:
+			return min(v, least+1)
+		}
+		return v
+	}
+	return Usage{
+		Requests:     c(est.Requests, func(b Budget) int64 { return b.Limit.Requests }),
+		InputTokens:  c(est.InputTokens, func(b Budget) int64 { return b.Limit.InputTokens }),
+		OutputTokens: c(est.OutputTokens, func(b Budget) int64 { return b.Limit.OutputTokens }),
 	}
 }
 
@@ -229,8 +272,9 @@ func (t *Ticket) Observe(ctx context.Context, soFar Usage) error {
 // call counts.
 func (t *Ticket) Settle(ctx context.Context, actual Usage, model string) {
 	t.once.Do(func() {
+		defer t.m.open.Done()
 		att := t.att
-		att.Model = model
+		att.Model = cleanText(model)
 		t.m.metrics.used(att.Provider, actual)
 		if t.budgeted {
 			s := Settlement{ID: t.id, Actual: actual, Attribution: att}
@@ -261,7 +305,14 @@ func (t *Ticket) Reserved() Usage { return t.amount }
 // background response still running) counts, counter by counter, the
 // larger of the reservation and what was reported, since the provider
 // may bill what it generated.
+//
+// A reported count that is negative makes the report unreadable (as if
+// none came): a provider's nonsense must neither refund a budget nor
+// break the store's writes.
 func Charge(reserved Usage, status int, f tooluse.Format, res tooluse.Result) Usage {
+	if u := res.Usage; u.InputTokens < 0 || u.OutputTokens < 0 || u.CacheReadTokens < 0 || u.CacheWriteTokens < 0 {
+		res.HasUsage = false
+	}
 	used := FromResult(f, res)
 	used.Requests = 1
 	switch {
@@ -273,18 +324,46 @@ func Charge(reserved Usage, status int, f tooluse.Format, res tooluse.Result) Us
 	return Usage{1, max(reserved.InputTokens, used.InputTokens), max(reserved.OutputTokens, used.OutputTokens)}
 }
 
+// MaxReported bounds each count of one request's usage as reported by a
+// provider (about 10^12 tokens, far past any real request): a larger one
+// is taken as this, so that sums of counts cannot overflow.
+const MaxReported = 1 << 40
+
 // FromResult is the usage a scanned response reported (Requests zero):
-// Anthropic's input counts cache reads and writes too.
+// Anthropic's input counts cache reads and writes too. Each count is
+// taken between 0 and [MaxReported].
 func FromResult(f tooluse.Format, res tooluse.Result) Usage {
 	if !res.HasUsage {
 		return Usage{}
 	}
 	u := res.Usage
-	in := u.InputTokens
+	in := reported(u.InputTokens)
 	if f == tooluse.Anthropic {
-		in += u.CacheReadTokens + u.CacheWriteTokens
+		in = min(in+reported(u.CacheReadTokens)+reported(u.CacheWriteTokens), MaxReported)
 	}
-	return Usage{InputTokens: in, OutputTokens: u.OutputTokens}
+	return Usage{InputTokens: in, OutputTokens: reported(u.OutputTokens)}
+}
+
+// reported is n between 0 and MaxReported.
+func reported(n int64) int64 { return min(max(n, 0), MaxReported) }
+
+// cleanText is s as a store can hold it: valid UTF-8 without NUL bytes
+// (PostgreSQL text refuses both), each replaced by U+FFFD. A model name
+// comes from the response: a value no store can write would fail the
+// transaction every pending settlement and usage row is written in.
+func cleanText(s string) string {
+	if utf8.ValidString(s) && !strings.ContainsRune(s, 0) {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// clean is a with every field cleanText.
+func (a Attribution) clean() Attribution {
+	for _, f := range []*string{&a.JTI, &a.RunID, &a.Tenant, &a.Agent, &a.Provider, &a.Model, &a.Day} {
+		*f = cleanText(*f)
+	}
+	return a
 }
 
 // day is the UTC day of t, "2006-01-02", formatted once per day.
@@ -313,6 +392,8 @@ func (m *Meter) pending() int {
 
 // Flush writes what is pending now.
 func (m *Meter) Flush(ctx context.Context) error {
+	m.flushing.Lock()
+	defer m.flushing.Unlock()
 	m.mu.Lock()
 	settles, usage := m.settles, m.usage
 	m.settles, m.usage = nil, make(map[Attribution]Usage)
@@ -325,12 +406,22 @@ func (m *Meter) Flush(ctx context.Context) error {
 		deltas = append(deltas, UsageDelta{Attribution: a, Used: u})
 	}
 	err := m.store.Commit(ctx, settles, deltas)
+	if err != nil && len(settles)+len(deltas) > 1 {
+		// One row the store refuses for good must not hold back the
+		// others: write them one by one, keeping those that fail.
+		settles, deltas, err = m.commitEach(ctx, settles, deltas)
+	}
 	if err == nil {
 		m.metrics.setPending(m.pending())
 		return nil
 	}
-	// Put it back: it is written with the next flush (settling twice
-	// counts once, and usage rows are only added to after a commit).
+	// Put back what was not written: it is written with the next flush
+	// (settling twice counts once, and usage rows are only added to
+	// after a commit).
+	usage = make(map[Attribution]Usage, len(deltas))
+	for _, d := range deltas {
+		usage[d.Attribution] = usage[d.Attribution].Add(d.Used)
+	}
 	m.mu.Lock()
 	m.settles = append(settles, m.settles...)
 	for a, u := range usage {
@@ -341,6 +432,50 @@ func (m *Meter) Flush(ctx context.Context) error {
 	m.metrics.flushFailed()
 	m.metrics.setPending(n)
 	return err
+}
+
+// commitEach writes each settlement and usage row in its own
+// transaction and returns those that failed, with the last error. After
+// two failures in a row with nothing written it stops (the store is
+// down, not refusing one row) and returns all that is left.
+func (m *Meter) commitEach(ctx context.Context, settles []Settlement, deltas []UsageDelta) ([]Settlement, []UsageDelta, error) {
+	var (
+		failedS   []Settlement
+		failedD   []UsageDelta
+		lastErr   error
+		streak    int
+		anyWrote  bool
+		giveUpAll = func() bool { return !anyWrote && streak >= 2 }
+	)
+	for i, s := range settles {
+		if giveUpAll() {
+			return append(failedS, settles[i:]...), append(failedD, deltas...), lastErr
+		}
+		if err := m.store.Commit(ctx, []Settlement{s}, nil); err != nil {
+			failedS, lastErr = append(failedS, s), err
+			streak++
+			continue
+		}
+		anyWrote, streak = true, 0
+	}
+	for i, d := range deltas {
+		if giveUpAll() {
+			return failedS, append(failedD, deltas[i:]...), lastErr
+		}
+		if err := m.store.Commit(ctx, nil, []UsageDelta{d}); err != nil {
+			failedD, lastErr = append(failedD, d), err
+			streak++
+			continue
+		}
+		anyWrote, streak = true, 0
+	}
+	if len(failedS) == 0 && len(failedD) == 0 {
+		return nil, nil, nil
+	}
+	if anyWrote {
+		m.log.Warn("usage rows the store refuses are kept pending", "settlements", len(failedS), "usage_rows", len(failedD), "error", lastErr)
+	}
+	return failedS, failedD, lastErr
 }
 
 func (m *Meter) run(ctx context.Context) {
@@ -370,10 +505,22 @@ func (m *Meter) run(ctx context.Context) {
 	}
 }
 
-// Close stops the writer and writes what is pending (bounded by ctx).
+// Close waits for the requests begun to be settled, stops the writer
+// and writes what is pending (all bounded by ctx: a request settled
+// after it is not written).
 func (m *Meter) Close(ctx context.Context) error {
 	var err error
 	m.closeOnce.Do(func() {
+		settled := make(chan struct{})
+		go func() {
+			m.open.Wait()
+			close(settled)
+		}()
+		select {
+		case <-settled:
+		case <-ctx.Done():
+			m.log.Warn("closing the meter before every request was settled")
+		}
 		m.stop()
 		<-m.done
 		err = m.Flush(ctx)

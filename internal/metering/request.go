@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,8 +18,10 @@ type RequestInfo struct {
 	// declared maximum per choice times the number of choices (Anthropic
 	// max_tokens; OpenAI chat max_completion_tokens or max_tokens, the
 	// larger if both, times n; Responses max_output_tokens; Gemini
-	// generationConfig.maxOutputTokens times candidateCount). Zero when
-	// HasMaxOutput is false.
+	// generationConfig.maxOutputTokens times candidateCount, each also
+	// by its proto name: generation_config, max_output_tokens,
+	// candidate_count). A declared 0 is no maximum (Gemini takes it as
+	// unset). Zero when HasMaxOutput is false.
 	MaxOutput    int64
 	HasMaxOutput bool
 	// Choices is n (OpenAI chat) or candidateCount (Gemini), 1 if
@@ -95,6 +98,31 @@ func find(ms []member, name string) (m member, found, dup bool) {
 	return m, found, n > 1
 }
 
+// findAny is find for a field that has several names a provider
+// accepts alike (Gemini reads proto3 JSON: each field by its JSON name or
+// its proto name, "maxOutputTokens" or "max_output_tokens"): dup is also
+// true when more than one of names is there.
+func findAny(ms []member, names ...string) (m member, found, dup bool) {
+	for _, name := range names {
+		x, f, d := find(ms, name)
+		if d || f && found {
+			dup = true
+		}
+		if f {
+			m, found = x, true
+		}
+	}
+	return m, found, dup
+}
+
+// Gemini field names: JSON name, then proto name (both accepted by the
+// API, see findAny).
+var (
+	geminiConfig    = []string{"generationConfig", "generation_config"}
+	geminiMaxOutput = []string{"maxOutputTokens", "max_output_tokens"}
+	geminiChoices   = []string{"candidateCount", "candidate_count"}
+)
+
 // count reads a non-negative integer member value (a JSON number with no
 // fraction, at most 2^53); null counts as absent.
 func count(b []byte, m member) (v int64, present, ok bool) {
@@ -131,8 +159,8 @@ func Inspect(f tooluse.Format, body []byte) RequestInfo {
 	// get reads an optional count member; bad is set on a wrong type
 	// or a duplicate.
 	bad := false
-	get := func(ms []member, b []byte, name string) (int64, bool) {
-		m, found, dup := find(ms, name)
+	get := func(ms []member, b []byte, names ...string) (int64, bool) {
+		m, found, dup := findAny(ms, names...)
 		if dup {
 			bad = true
 		}
@@ -189,14 +217,14 @@ func Inspect(f tooluse.Format, body []byte) RequestInfo {
 		max, has = get(ms, body, "max_output_tokens")
 		ri.Stream = getBool(ms, body, "stream")
 	case tooluse.Gemini:
-		if m, found, dup := find(ms, "generationConfig"); dup {
+		if m, found, dup := findAny(ms, geminiConfig...); dup {
 			bad = true
 		} else if found {
 			sub, ok := members(body[m.start:m.end])
 			if ok {
 				gc := body[m.start:m.end]
-				max, has = get(sub, gc, "maxOutputTokens")
-				if n, hn := get(sub, gc, "candidateCount"); hn {
+				max, has = get(sub, gc, geminiMaxOutput...)
+				if n, hn := get(sub, gc, geminiChoices...); hn {
 					ri.Choices = max1(n)
 				}
 			} else if string(bytes.TrimSpace(body[m.start:m.end])) != "null" {
@@ -210,7 +238,9 @@ func Inspect(f tooluse.Format, body []byte) RequestInfo {
 		return RequestInfo{Choices: 1}
 	}
 	ri.OK = true
-	if has {
+	// A maximum of 0 is no maximum: Gemini reads proto3 JSON, where a
+	// zero field is an unset one (the model's own maximum).
+	if has && max > 0 {
 		ri.HasMaxOutput = true
 		ri.MaxOutput = satMul(max, ri.Choices)
 	}
@@ -280,19 +310,30 @@ func SetMaxOutput(f tooluse.Format, body []byte, perChoice int64) []byte {
 	v := strconv.FormatInt(perChoice, 10)
 	switch f {
 	case tooluse.OpenAIChat:
+		// Each one given (null or 0) is set, so that the provider
+		// reads the maximum whichever it takes. Later members first:
+		// replacing one does not move those before it.
+		var given []member
 		for _, name := range []string{"max_completion_tokens", "max_tokens"} {
-			if m, found, _ := find(ms, name); found { // null
-				return replaceValue(body, m, v)
+			if m, found, _ := find(ms, name); found {
+				given = append(given, m)
 			}
 		}
-		return insertMember(body, ms, "max_completion_tokens", v)
+		if len(given) == 0 {
+			return insertMember(body, ms, "max_completion_tokens", v)
+		}
+		slices.SortFunc(given, func(a, b member) int { return b.start - a.start })
+		for _, m := range given {
+			body = replaceValue(body, m, v)
+		}
+		return body
 	case tooluse.OpenAIResponses:
 		if m, found, _ := find(ms, "max_output_tokens"); found {
 			return replaceValue(body, m, v)
 		}
 		return insertMember(body, ms, "max_output_tokens", v)
 	case tooluse.Gemini:
-		m, found, _ := find(ms, "generationConfig")
+		m, found, _ := findAny(ms, geminiConfig...)
 		if !found || string(bytes.TrimSpace(body[m.start:m.end])) == "null" {
 			val := `{"maxOutputTokens":` + v + `}`
 			if found {
@@ -303,7 +344,7 @@ func SetMaxOutput(f tooluse.Format, body []byte, perChoice int64) []byte {
 		gc := body[m.start:m.end]
 		sub, _ := members(gc)
 		var ngc []byte
-		if sm, sfound, _ := find(sub, "maxOutputTokens"); sfound {
+		if sm, sfound, _ := findAny(sub, geminiMaxOutput...); sfound {
 			ngc = replaceValue(gc, sm, v)
 		} else {
 			ngc = insertMember(gc, sub, "maxOutputTokens", v)

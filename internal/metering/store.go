@@ -16,7 +16,7 @@ type Usage struct {
 	// InputTokens: every prompt token the provider processed, cached
 	// ones included (Anthropic input_tokens + cache_read_input_tokens +
 	// cache_creation_input_tokens, OpenAI prompt_tokens or input_tokens,
-	// Gemini promptTokenCount).
+	// Gemini promptTokenCount + toolUsePromptTokenCount).
 	InputTokens int64 `json:"input_tokens"`
 	// OutputTokens: completion tokens, reasoning included (Anthropic
 	// output_tokens, OpenAI completion_tokens or output_tokens, Gemini

@@ -30,6 +30,10 @@ type geminiUsage struct {
 	CandidatesTokenCount    int64 `json:"candidatesTokenCount"`
 	ThoughtsTokenCount      int64 `json:"thoughtsTokenCount"`
 	CachedContentTokenCount int64 `json:"cachedContentTokenCount"`
+	// ToolUsePromptTokenCount is input a tool the provider runs brought
+	// in (url_context, google_search), billed as input and not counted
+	// in PromptTokenCount.
+	ToolUsePromptTokenCount int64 `json:"toolUsePromptTokenCount"`
 }
 
 func (s *Scanner) geminiUsage(u *geminiUsage) {
@@ -38,7 +42,7 @@ func (s *Scanner) geminiUsage(u *geminiUsage) {
 	}
 	s.res.HasUsage = true
 	s.res.Usage = Usage{
-		InputTokens:     u.PromptTokenCount,
+		InputTokens:     u.PromptTokenCount + u.ToolUsePromptTokenCount,
 		OutputTokens:    u.CandidatesTokenCount + u.ThoughtsTokenCount,
 		CacheReadTokens: u.CachedContentTokenCount,
 	}

@@ -100,7 +100,7 @@
 //	  image_generation_call) are not uses.
 //
 //	Gemini (models/*:generateContent, models/*:streamGenerateContent)
-//	  JSON   {"modelVersion","usageMetadata":{"promptTokenCount","candidatesTokenCount",
+//	  JSON   {"modelVersion","usageMetadata":{"promptTokenCount","toolUsePromptTokenCount","candidatesTokenCount",
 //	         "thoughtsTokenCount","cachedContentTokenCount"},"candidates":[{"finishReason",
 //	         "content":{"parts":[{"functionCall":{"id","name","args":{...}}}]}}]}
 //	         or, streamed without alt=sse, a JSON array of such objects
@@ -266,7 +266,8 @@ type Use struct {
 type Usage struct {
 	// InputTokens: Anthropic input_tokens (not counting cache reads and
 	// writes), OpenAI prompt_tokens or input_tokens and Gemini
-	// promptTokenCount (counting cached tokens).
+	// promptTokenCount (counting cached tokens) + toolUsePromptTokenCount
+	// (input a tool the provider runs brought in).
 	InputTokens int64
 	// OutputTokens: Anthropic output_tokens, OpenAI completion_tokens or
 	// output_tokens (counting reasoning tokens), Gemini
