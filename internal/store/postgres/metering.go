@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -106,7 +105,7 @@ const meterUpsertSQL = `INSERT INTO metering_budgets (scope, key, period, limit_
 // Reserve implements metering.Store, in one transaction that locks the
 // budget rows in BudgetKey order.
 func (d *DB) Reserve(ctx context.Context, r metering.Reservation) error {
-	budgets, err := sortedBudgets(r)
+	budgets, err := metering.SortedBudgets(r)
 	if err != nil {
 		return fmt.Errorf("postgres: reserve: %w", err)
 	}
@@ -166,42 +165,10 @@ func meterErr(op string, err error) error {
 	return fmt.Errorf("postgres: %s: %w", op, err)
 }
 
-// sortedBudgets checks r and returns its budgets in BudgetKey order.
-func sortedBudgets(r metering.Reservation) ([]metering.Budget, error) {
-	if r.ID == "" {
-		return nil, errors.New("reservation id is empty")
-	}
-	if negative(r.Amount) {
-		return nil, fmt.Errorf("reservation %s: negative amount", r.ID)
-	}
-	budgets := slices.Clone(r.Budgets)
-	if budgets == nil {
-		budgets = []metering.Budget{}
-	}
-	slices.SortFunc(budgets, func(a, b metering.Budget) int { return compareKeys(a.BudgetKey, b.BudgetKey) })
-	for i, b := range budgets {
-		if negative(b.Limit) {
-			return nil, fmt.Errorf("budget %s: negative limit", b.BudgetKey)
-		}
-		if i > 0 && budgets[i-1].BudgetKey == b.BudgetKey {
-			return nil, fmt.Errorf("budget %s listed twice", b.BudgetKey)
-		}
-	}
-	return budgets, nil
-}
-
-func negative(u metering.Usage) bool {
-	return u.Requests < 0 || u.InputTokens < 0 || u.OutputTokens < 0
-}
-
-func compareKeys(a, b metering.BudgetKey) int {
-	return cmp.Or(strings.Compare(a.Scope, b.Scope), strings.Compare(a.Key, b.Key), strings.Compare(a.Period, b.Period))
-}
-
 // Extend implements metering.Store. It locks the reservation, then its
 // budgets in BudgetKey order.
 func (d *DB) Extend(ctx context.Context, id string, more metering.Usage) error {
-	if negative(more) {
+	if more.Negative() {
 		return fmt.Errorf("postgres: extend %s: negative amount", id)
 	}
 	err := d.tx(ctx, func(tx pgx.Tx) error {
@@ -230,15 +197,6 @@ func (d *DB) Extend(ctx context.Context, id string, more metering.Usage) error {
 	return meterErr("extend", err)
 }
 
-// settled is a reservation taken out of metering_reservations, to be
-// applied to its budgets and usage row.
-type settled struct {
-	budgets     []metering.Budget
-	amount      metering.Usage
-	actual      metering.Usage
-	attribution metering.Attribution
-}
-
 const reservationColumns = `id, budgets, amount_requests, amount_input, amount_output,
 	jti, run_id, tenant, agent, provider, model, day`
 
@@ -246,7 +204,7 @@ const reservationColumns = `id, budgets, amount_requests, amount_input, amount_o
 // column id, with args) and returns them by id; it locks them in id
 // order first (skipping those a concurrent transaction deleted, and
 // with skipLocked those it holds).
-func deleteReservations(ctx context.Context, tx pgx.Tx, where string, skipLocked bool, args ...any) (map[string]settled, error) {
+func deleteReservations(ctx context.Context, tx pgx.Tx, where string, skipLocked bool, args ...any) (map[string]metering.Settled, error) {
 	lock := "FOR UPDATE"
 	if skipLocked {
 		lock += " SKIP LOCKED"
@@ -257,21 +215,21 @@ func deleteReservations(ctx context.Context, tx pgx.Tx, where string, skipLocked
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]settled{}
+	out := map[string]metering.Settled{}
 	for rows.Next() {
 		var (
 			id, enc string
-			r       settled
-			a       = &r.attribution
+			r       metering.Settled
+			a       = &r.Attribution
 		)
-		if err := rows.Scan(&id, &enc, &r.amount.Requests, &r.amount.InputTokens, &r.amount.OutputTokens,
+		if err := rows.Scan(&id, &enc, &r.Amount.Requests, &r.Amount.InputTokens, &r.Amount.OutputTokens,
 			&a.JTI, &a.RunID, &a.Tenant, &a.Agent, &a.Provider, &a.Model, &a.Day); err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal([]byte(enc), &r.budgets); err != nil {
+		if err := json.Unmarshal([]byte(enc), &r.Budgets); err != nil {
 			return nil, fmt.Errorf("decode budgets of reservation %s: %w", id, err)
 		}
-		r.actual = r.amount
+		r.Actual = r.Amount
 		out[id] = r
 	}
 	return out, rows.Err()
@@ -287,7 +245,7 @@ func (d *DB) Commit(ctx context.Context, settles []metering.Settlement, usage []
 		ids = append(ids, s.ID)
 	}
 	err := d.tx(ctx, func(tx pgx.Tx) error {
-		var done []settled
+		var done []metering.Settled
 		if len(ids) > 0 {
 			open, err := deleteReservations(ctx, tx, "id = ANY($1)", false, ids)
 			if err != nil {
@@ -299,7 +257,7 @@ func (d *DB) Commit(ctx context.Context, settles []metering.Settlement, usage []
 					continue // not open (settled or expired already), or settled by an earlier entry
 				}
 				delete(open, s.ID)
-				r.actual, r.attribution = s.Actual, s.Attribution
+				r.Actual, r.Attribution = s.Actual, s.Attribution
 				done = append(done, r)
 			}
 		}
@@ -318,7 +276,7 @@ func (d *DB) SettleExpired(ctx context.Context, before time.Time) (int, error) {
 		if err != nil {
 			return err
 		}
-		done := make([]settled, 0, len(open))
+		done := make([]metering.Settled, 0, len(open))
 		for _, r := range open {
 			done = append(done, r)
 		}
@@ -335,18 +293,18 @@ func (d *DB) SettleExpired(ctx context.Context, before time.Time) (int, error) {
 // budgets' reserved and its actual into their spent, then adds the
 // actual and usage to their usage rows; budgets and usage rows in key
 // order.
-func applySettled(ctx context.Context, tx pgx.Tx, done []settled, usage []metering.UsageDelta) error {
-	budgets, rows := settleDeltas(done, usage)
+func applySettled(ctx context.Context, tx pgx.Tx, done []metering.Settled, usage []metering.UsageDelta) error {
+	budgets, rows := metering.SettleDeltas(done, usage)
 	for _, b := range budgets {
 		if _, err := tx.Exec(ctx, `UPDATE metering_budgets SET
 			reserved_requests = GREATEST(reserved_requests - $1, 0), reserved_input = GREATEST(reserved_input - $2, 0),
 			reserved_output = GREATEST(reserved_output - $3, 0), spent_requests = spent_requests + $4,
 			spent_input = spent_input + $5, spent_output = spent_output + $6, updated_at = now()
 			WHERE scope = $7 AND key = $8 AND period = $9`,
-			b.release.Requests, b.release.InputTokens, b.release.OutputTokens,
-			b.spend.Requests, b.spend.InputTokens, b.spend.OutputTokens,
-			b.key.Scope, b.key.Key, b.key.Period); err != nil {
-			return fmt.Errorf("settle budget %s: %w", b.key, err)
+			b.Release.Requests, b.Release.InputTokens, b.Release.OutputTokens,
+			b.Spend.Requests, b.Spend.InputTokens, b.Spend.OutputTokens,
+			b.Key.Scope, b.Key.Key, b.Key.Period); err != nil {
+			return fmt.Errorf("settle budget %s: %w", b.Key, err)
 		}
 	}
 	for _, u := range rows {
@@ -362,53 +320,6 @@ func applySettled(ctx context.Context, tx pgx.Tx, done []settled, usage []meteri
 		}
 	}
 	return nil
-}
-
-// budgetDelta is what settling takes out of a budget's reserved and adds
-// to its spent.
-type budgetDelta struct {
-	key            metering.BudgetKey
-	release, spend metering.Usage
-}
-
-// settleDeltas sums done and usage per budget and per usage row, in key
-// order; zero usage is dropped.
-func settleDeltas(done []settled, usage []metering.UsageDelta) ([]budgetDelta, []metering.UsageDelta) {
-	byKey := map[metering.BudgetKey]*budgetDelta{}
-	var budgets []budgetDelta
-	var order []metering.BudgetKey
-	byRow := map[metering.Attribution]metering.Usage{}
-	for _, r := range done {
-		for _, b := range r.budgets {
-			d := byKey[b.BudgetKey]
-			if d == nil {
-				d = &budgetDelta{key: b.BudgetKey}
-				byKey[b.BudgetKey] = d
-				order = append(order, b.BudgetKey)
-			}
-			d.release = d.release.Add(r.amount)
-			d.spend = d.spend.Add(r.actual)
-		}
-		byRow[r.attribution] = byRow[r.attribution].Add(r.actual)
-	}
-	for _, u := range usage {
-		byRow[u.Attribution] = byRow[u.Attribution].Add(u.Used)
-	}
-	slices.SortFunc(order, compareKeys)
-	for _, k := range order {
-		budgets = append(budgets, *byKey[k])
-	}
-	var rows []metering.UsageDelta
-	for a, u := range byRow {
-		if !u.IsZero() {
-			rows = append(rows, metering.UsageDelta{Attribution: a, Used: u})
-		}
-	}
-	slices.SortFunc(rows, func(x, y metering.UsageDelta) int {
-		return cmp.Or(strings.Compare(x.JTI, y.JTI), strings.Compare(x.Provider, y.Provider),
-			strings.Compare(x.Model, y.Model), strings.Compare(x.Day, y.Day))
-	})
-	return budgets, rows
 }
 
 // Budgets implements metering.Store.
@@ -444,7 +355,7 @@ func (d *DB) Budgets(ctx context.Context, f metering.BudgetFilter) ([]metering.B
 // Usage implements metering.Store. Without GroupBy it returns one row,
 // the total, or none if no usage row matches.
 func (d *DB) Usage(ctx context.Context, f metering.UsageFilter) ([]metering.UsageRow, error) {
-	group, err := groupColumns(f.GroupBy)
+	group, err := metering.GroupColumns(f.GroupBy)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: usage: %w", err)
 	}
@@ -481,21 +392,6 @@ func (d *DB) Usage(ctx context.Context, f metering.UsageFilter) ([]metering.Usag
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("postgres: usage: %w", err)
-	}
-	return out, nil
-}
-
-// groupColumns checks names against metering.GroupFields (the column
-// names) and returns them in the order given, without repeats.
-func groupColumns(names []string) ([]string, error) {
-	var out []string
-	for _, g := range names {
-		if !slices.Contains(metering.GroupFields, g) {
-			return nil, fmt.Errorf("unknown group field %q", g)
-		}
-		if !slices.Contains(out, g) {
-			out = append(out, g)
-		}
 	}
 	return out, nil
 }

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -95,7 +94,7 @@ const meterUpsertSQL = `INSERT INTO metering_budgets (scope, key, period, limit_
 
 // Reserve implements metering.Store, in one IMMEDIATE transaction.
 func (d *DB) Reserve(ctx context.Context, r metering.Reservation) error {
-	budgets, err := sortedBudgets(r)
+	budgets, err := metering.SortedBudgets(r)
 	if err != nil {
 		return fmt.Errorf("sqlite: reserve: %w", err)
 	}
@@ -158,41 +157,9 @@ func meterErr(op string, err error) error {
 	return fmt.Errorf("sqlite: %s: %w", op, err)
 }
 
-// sortedBudgets checks r and returns its budgets in BudgetKey order.
-func sortedBudgets(r metering.Reservation) ([]metering.Budget, error) {
-	if r.ID == "" {
-		return nil, errors.New("reservation id is empty")
-	}
-	if negative(r.Amount) {
-		return nil, fmt.Errorf("reservation %s: negative amount", r.ID)
-	}
-	budgets := slices.Clone(r.Budgets)
-	if budgets == nil {
-		budgets = []metering.Budget{}
-	}
-	slices.SortFunc(budgets, func(a, b metering.Budget) int { return compareKeys(a.BudgetKey, b.BudgetKey) })
-	for i, b := range budgets {
-		if negative(b.Limit) {
-			return nil, fmt.Errorf("budget %s: negative limit", b.BudgetKey)
-		}
-		if i > 0 && budgets[i-1].BudgetKey == b.BudgetKey {
-			return nil, fmt.Errorf("budget %s listed twice", b.BudgetKey)
-		}
-	}
-	return budgets, nil
-}
-
-func negative(u metering.Usage) bool {
-	return u.Requests < 0 || u.InputTokens < 0 || u.OutputTokens < 0
-}
-
-func compareKeys(a, b metering.BudgetKey) int {
-	return cmp.Or(strings.Compare(a.Scope, b.Scope), strings.Compare(a.Key, b.Key), strings.Compare(a.Period, b.Period))
-}
-
 // Extend implements metering.Store.
 func (d *DB) Extend(ctx context.Context, id string, more metering.Usage) error {
-	if negative(more) {
+	if more.Negative() {
 		return fmt.Errorf("sqlite: extend %s: negative amount", id)
 	}
 	now := millis(time.Now())
@@ -222,32 +189,23 @@ func (d *DB) Extend(ctx context.Context, id string, more metering.Usage) error {
 	return meterErr("extend", err)
 }
 
-// settled is a reservation taken out of metering_reservations, to be
-// applied to its budgets and usage row.
-type settled struct {
-	budgets     []metering.Budget
-	amount      metering.Usage
-	actual      metering.Usage
-	attribution metering.Attribution
-}
-
 const reservationColumns = `id, budgets, amount_requests, amount_input, amount_output,
 	jti, run_id, tenant, agent, provider, model, day`
 
-func scanReservation(s scanner) (string, settled, error) {
+func scanReservation(s scanner) (string, metering.Settled, error) {
 	var (
 		id, enc string
-		r       settled
-		a       = &r.attribution
+		r       metering.Settled
+		a       = &r.Attribution
 	)
-	if err := s.Scan(&id, &enc, &r.amount.Requests, &r.amount.InputTokens, &r.amount.OutputTokens,
+	if err := s.Scan(&id, &enc, &r.Amount.Requests, &r.Amount.InputTokens, &r.Amount.OutputTokens,
 		&a.JTI, &a.RunID, &a.Tenant, &a.Agent, &a.Provider, &a.Model, &a.Day); err != nil {
-		return "", settled{}, err
+		return "", metering.Settled{}, err
 	}
-	if err := json.Unmarshal([]byte(enc), &r.budgets); err != nil {
-		return "", settled{}, fmt.Errorf("decode budgets of reservation %s: %w", id, err)
+	if err := json.Unmarshal([]byte(enc), &r.Budgets); err != nil {
+		return "", metering.Settled{}, fmt.Errorf("decode budgets of reservation %s: %w", id, err)
 	}
-	r.actual = r.amount
+	r.Actual = r.Amount
 	return id, r, nil
 }
 
@@ -257,7 +215,7 @@ func (d *DB) Commit(ctx context.Context, settles []metering.Settlement, usage []
 		return nil
 	}
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		var done []settled
+		var done []metering.Settled
 		seen := map[string]bool{}
 		for _, s := range settles {
 			if seen[s.ID] {
@@ -272,7 +230,7 @@ func (d *DB) Commit(ctx context.Context, settles []metering.Settlement, usage []
 			if err != nil {
 				return fmt.Errorf("settle reservation %s: %w", s.ID, err)
 			}
-			r.actual, r.attribution = s.Actual, s.Attribution
+			r.Actual, r.Attribution = s.Actual, s.Attribution
 			done = append(done, r)
 		}
 		return applySettled(ctx, tx, done, usage)
@@ -289,7 +247,7 @@ func (d *DB) SettleExpired(ctx context.Context, before time.Time) (int, error) {
 		if err != nil {
 			return err
 		}
-		var done []settled
+		var done []metering.Settled
 		for rows.Next() {
 			_, r, err := scanReservation(rows)
 			if err != nil {
@@ -317,8 +275,8 @@ func (d *DB) SettleExpired(ctx context.Context, before time.Time) (int, error) {
 // budgets' reserved and its actual into their spent, then adds the
 // actual and usage to their usage rows; budgets and usage rows in key
 // order.
-func applySettled(ctx context.Context, tx *sql.Tx, done []settled, usage []metering.UsageDelta) error {
-	budgets, rows := settleDeltas(done, usage)
+func applySettled(ctx context.Context, tx *sql.Tx, done []metering.Settled, usage []metering.UsageDelta) error {
+	budgets, rows := metering.SettleDeltas(done, usage)
 	now := millis(time.Now())
 	for _, b := range budgets {
 		if _, err := tx.ExecContext(ctx, `UPDATE metering_budgets SET
@@ -326,10 +284,10 @@ func applySettled(ctx context.Context, tx *sql.Tx, done []settled, usage []meter
 			reserved_output = MAX(reserved_output - ?, 0), spent_requests = spent_requests + ?,
 			spent_input = spent_input + ?, spent_output = spent_output + ?, updated_at = ?
 			WHERE scope = ? AND key = ? AND period = ?`,
-			b.release.Requests, b.release.InputTokens, b.release.OutputTokens,
-			b.spend.Requests, b.spend.InputTokens, b.spend.OutputTokens, now,
-			b.key.Scope, b.key.Key, b.key.Period); err != nil {
-			return fmt.Errorf("settle budget %s: %w", b.key, err)
+			b.Release.Requests, b.Release.InputTokens, b.Release.OutputTokens,
+			b.Spend.Requests, b.Spend.InputTokens, b.Spend.OutputTokens, now,
+			b.Key.Scope, b.Key.Key, b.Key.Period); err != nil {
+			return fmt.Errorf("settle budget %s: %w", b.Key, err)
 		}
 	}
 	for _, u := range rows {
@@ -345,53 +303,6 @@ func applySettled(ctx context.Context, tx *sql.Tx, done []settled, usage []meter
 		}
 	}
 	return nil
-}
-
-// budgetDelta is what settling takes out of a budget's reserved and adds
-// to its spent.
-type budgetDelta struct {
-	key            metering.BudgetKey
-	release, spend metering.Usage
-}
-
-// settleDeltas sums done and usage per budget and per usage row, in key
-// order; zero usage is dropped.
-func settleDeltas(done []settled, usage []metering.UsageDelta) ([]budgetDelta, []metering.UsageDelta) {
-	byKey := map[metering.BudgetKey]*budgetDelta{}
-	var budgets []budgetDelta
-	var order []metering.BudgetKey
-	byRow := map[metering.Attribution]metering.Usage{}
-	for _, r := range done {
-		for _, b := range r.budgets {
-			d := byKey[b.BudgetKey]
-			if d == nil {
-				d = &budgetDelta{key: b.BudgetKey}
-				byKey[b.BudgetKey] = d
-				order = append(order, b.BudgetKey)
-			}
-			d.release = d.release.Add(r.amount)
-			d.spend = d.spend.Add(r.actual)
-		}
-		byRow[r.attribution] = byRow[r.attribution].Add(r.actual)
-	}
-	for _, u := range usage {
-		byRow[u.Attribution] = byRow[u.Attribution].Add(u.Used)
-	}
-	slices.SortFunc(order, compareKeys)
-	for _, k := range order {
-		budgets = append(budgets, *byKey[k])
-	}
-	var rows []metering.UsageDelta
-	for a, u := range byRow {
-		if !u.IsZero() {
-			rows = append(rows, metering.UsageDelta{Attribution: a, Used: u})
-		}
-	}
-	slices.SortFunc(rows, func(x, y metering.UsageDelta) int {
-		return cmp.Or(strings.Compare(x.JTI, y.JTI), strings.Compare(x.Provider, y.Provider),
-			strings.Compare(x.Model, y.Model), strings.Compare(x.Day, y.Day))
-	})
-	return budgets, rows
 }
 
 // Budgets implements metering.Store.
@@ -427,7 +338,7 @@ func (d *DB) Budgets(ctx context.Context, f metering.BudgetFilter) ([]metering.B
 // Usage implements metering.Store. Without GroupBy it returns one row,
 // the total, or none if no usage row matches.
 func (d *DB) Usage(ctx context.Context, f metering.UsageFilter) ([]metering.UsageRow, error) {
-	group, err := groupColumns(f.GroupBy)
+	group, err := metering.GroupColumns(f.GroupBy)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: usage: %w", err)
 	}
@@ -464,21 +375,6 @@ func (d *DB) Usage(ctx context.Context, f metering.UsageFilter) ([]metering.Usag
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: usage: %w", err)
-	}
-	return out, nil
-}
-
-// groupColumns checks names against metering.GroupFields (the column
-// names) and returns them in the order given, without repeats.
-func groupColumns(names []string) ([]string, error) {
-	var out []string
-	for _, g := range names {
-		if !slices.Contains(metering.GroupFields, g) {
-			return nil, fmt.Errorf("unknown group field %q", g)
-		}
-		if !slices.Contains(out, g) {
-			out = append(out, g)
-		}
 	}
 	return out, nil
 }
