@@ -191,6 +191,11 @@ func buildBrokered(name string, c ProviderConfig, p *provider) error {
 		}
 		gitURL := c.GitURL
 		if gitURL == "" {
+			// Another REST API (GitHub Enterprise) holds another server's
+			// credential: github.com must not get it in Basic auth.
+			if c.BaseURL != DefaultGitHubAPIURL {
+				return fmt.Errorf("gateway: provider %s: kind github with a BaseURL other than %s needs its GitURL (the default, %s, would get its credential)", name, DefaultGitHubAPIURL, DefaultGitHubGitURL)
+			}
 			gitURL = DefaultGitHubGitURL
 		}
 		u, err := parseUpstream(gitURL)

@@ -63,7 +63,7 @@ func TestBrokeredConfig(t *testing.T) {
 			}
 		})
 	}
-	ps, err := buildProviders(map[string]ProviderConfig{"ghe": {Kind: KindGitHub, BaseURL: "https://ghe.example.com/api/v3"}})
+	ps, err := buildProviders(map[string]ProviderConfig{"ghe": {Kind: KindGitHub, BaseURL: DefaultGitHubAPIURL}})
 	if err != nil || ps["ghe"].git.String() != DefaultGitHubGitURL || ps["github"].base.String() != DefaultGitHubAPIURL {
 		t.Errorf("buildProviders(github kind) = %v; want the default git URL", err)
 	}

@@ -380,7 +380,10 @@ type ProviderConfig struct {
 	// REST requests (see [githubAllowPaths] for the defaults).
 	AllowPaths []string
 	// GitURL is, for [KindGitHub], the git smart HTTP upstream the
-	// /OWNER/NAME[.git]/... paths go to. Default [DefaultGitHubGitURL].
+	// /OWNER/NAME[.git]/... paths go to. Default [DefaultGitHubGitURL],
+	// only with BaseURL [DefaultGitHubAPIURL]: a provider of another REST
+	// API (GitHub Enterprise) needs its own, so that its credential never
+	// goes to github.com.
 	GitURL string
 	// Auth says, for [KindHTTP] (required), where the real credential
 	// goes. Nil for the other kinds.
@@ -649,7 +652,7 @@ func buildProviders(in map[string]ProviderConfig) (map[string]*provider, error) 
 			if c.Kind == "" {
 				c.Kind = d.Kind
 			}
-			if c.GitURL == "" && c.Kind == d.Kind {
+			if c.GitURL == "" && c.Kind == d.Kind && c.BaseURL == d.BaseURL {
 				c.GitURL = d.GitURL
 			}
 		}
