@@ -586,6 +586,7 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	}
 	secrets := g.secretsFor(st)
 	scrubHeader(res.Header, secrets)
+	gatewayLocation(res.Header, res.Request.URL, st.upstream(), st.provider.name)
 	for k := range res.Trailer { // announced before the body: drop one named after a key
 		if nameHasSecret(k, secrets) {
 			delete(res.Trailer, k)
@@ -617,6 +618,48 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	res.ContentLength = -1
 	res.Header.Del("Content-Length")
 	return nil
+}
+
+// gatewayLocation takes the Location of an upstream response that points
+// at the upstream itself (absolute or relative, e.g. GitHub's 301 for a
+// renamed repository) back under /{provider}, the gateway path that
+// reaches it, so that the client never gets the upstream's URL and
+// follows the redirect through the gateway and its checks (not around
+// it, with the gateway token). One elsewhere on the upstream's host,
+// outside its base path, is dropped; one to another host is kept.
+func gatewayLocation(h http.Header, req, base *url.URL, provider string) {
+	locs := h["Location"]
+	if len(locs) == 0 {
+		return
+	}
+	var out []string
+	for _, l := range locs {
+		u, err := req.Parse(l)
+		if err != nil {
+			continue
+		}
+		if !strings.EqualFold(u.Host, base.Host) {
+			out = append(out, l)
+			continue
+		}
+		bp, p := strings.TrimSuffix(base.EscapedPath(), "/"), u.EscapedPath()
+		if p != bp && !strings.HasPrefix(p, bp+"/") {
+			continue
+		}
+		v := "/" + provider + strings.TrimPrefix(p, bp)
+		if u.RawQuery != "" {
+			v += "?" + u.RawQuery
+		}
+		if u.Fragment != "" {
+			v += "#" + u.EscapedFragment()
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		delete(h, "Location")
+		return
+	}
+	h["Location"] = out
 }
 
 // proxyError answers a request whose upstream round trip failed, with

@@ -1,0 +1,73 @@
+package gateway
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestAttackUpstreamRedirect: an upstream's redirect to itself (GitHub
+// answers a renamed repository with 301 to /repositories/ID, its git
+// server to the new name) must not hand the client the upstream's URL,
+// which a client follows around the gateway, with the gateway token in
+// its Authorization when the host name is the same (Go's client ignores
+// the port): the Location is taken back under /{provider}, so that the
+// client follows it through the gateway and its checks.
+func TestAttackUpstreamRedirect(t *testing.T) {
+	e := newGitHubEnv(t)
+	tok := e.mint(t, Grant{Providers: []string{"github"}, Repos: []RepoGrant{{"octo/hello", AccessRead}}}).Token
+	noFollow := *e.client
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	e.client = &noFollow
+	for _, tc := range []struct{ loc, want string }{
+		{e.rest.srv.URL + "/repositories/1?page=2", "/github/repositories/1?page=2"},
+		{"/repos/octo/new", "/github/repos/octo/new"},
+		{"https://codeload.github.com/octo/hello/legacy.tar.gz/main", "https://codeload.github.com/octo/hello/legacy.tar.gz/main"},
+	} {
+		e.rest.setHandler(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Location", tc.loc)
+			w.WriteHeader(http.StatusMovedPermanently)
+		})
+		code, h, _ := e.do(t, "GET", "/github/repos/octo/hello", bearer(tok), "")
+		if code != http.StatusMovedPermanently || h.Get("Location") != tc.want {
+			t.Errorf("upstream Location %q: client got %d Location %q, want %q", tc.loc, code, h.Get("Location"), tc.want)
+		}
+		if strings.Contains(h.Get("Location"), e.rest.srv.Listener.Addr().String()) {
+			t.Errorf("Location %q holds the upstream's address", h.Get("Location"))
+		}
+	}
+}
+
+// TestAttackUpstreamRedirectBasePath: for an upstream under a base path,
+// a Location under it is taken back under /{provider}; one elsewhere on
+// the upstream's host is dropped.
+func TestAttackUpstreamRedirectBasePath(t *testing.T) {
+	up := newUpstream(t)
+	e := newEnv(t, func(o *Options) {
+		o.Providers["acme"] = ProviderConfig{Kind: KindHTTP, BaseURL: up.srv.URL + "/api",
+			Auth: &ProviderAuth{Header: "X-Auth"}, AllowPaths: []string{"GET /items/*"}}
+		if err := os.WriteFile(filepath.Join(o.KeysDir, "acme"), []byte("acme-real-credential-9999\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	})
+	tok := e.mint(t, Grant{Providers: []string{"acme"}}).Token
+	noFollow := *e.client
+	noFollow.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	e.client = &noFollow
+	for loc, want := range map[string]string{
+		up.srv.URL + "/api/items/2": "/acme/items/2",
+		"3":                         "/acme/items/3",
+		"/internal/admin":           "",
+	} {
+		up.setHandler(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Location", loc)
+			w.WriteHeader(http.StatusFound)
+		})
+		code, h, _ := e.do(t, "GET", "/acme/items/1", bearer(tok), "")
+		if code != http.StatusFound || h.Get("Location") != want {
+			t.Errorf("upstream Location %q: client got %d Location %q, want %q", loc, code, h.Get("Location"), want)
+		}
+	}
+}
