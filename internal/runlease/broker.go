@@ -52,18 +52,22 @@ func envName(provider string) string {
 
 // CheckBrokers returns why brokers cannot be handed to one process: a bad
 // name, a provider twice (or one the model token already covers, whose
-// variables would collide), repos on a provider that is not git.
+// variables would collide), two whose variables would collide ("a-b" and
+// "a_b"), repos on a provider that is not git.
 func CheckBrokers(brokers []Broker, providers []string) error {
 	seen := map[string]bool{}
 	for _, p := range providers {
 		seen[p] = true
 	}
+	vars := map[string]string{} // TokenVar of each broker: "a-b" and "a_b" share one
 	for _, b := range brokers {
 		switch {
 		case !brokerName.MatchString(b.Provider):
 			return fmt.Errorf("brokered provider %q: want a gateway provider name", b.Provider)
 		case seen[b.Provider]:
 			return fmt.Errorf("brokered provider %s given twice", b.Provider)
+		case vars[TokenVar(b.Provider)] != "":
+			return fmt.Errorf("brokered providers %s and %s would share %s", vars[TokenVar(b.Provider)], b.Provider, TokenVar(b.Provider))
 		case len(b.Repos) > 0 && !b.Git:
 			return fmt.Errorf("brokered provider %s: repos are for a github provider", b.Provider)
 		case b.Git && len(b.Repos) == 0:
@@ -75,6 +79,7 @@ func CheckBrokers(brokers []Broker, providers []string) error {
 			}
 		}
 		seen[b.Provider] = true
+		vars[TokenVar(b.Provider)] = b.Provider
 	}
 	return nil
 }
