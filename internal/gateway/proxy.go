@@ -534,6 +534,11 @@ func bodyModel(b []byte) string {
 // never forwarded: the path allow-list checks the request's own method.
 var methodOverrideHeaders = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
 
+// methodOverrideParam is the query parameter Symfony and Laravel take as
+// a POST's method (POST /items/5?_method=DELETE is a DELETE); like
+// methodOverrideHeaders it is never forwarded.
+const methodOverrideParam = "_method"
+
 // isMethodOverride reports whether header name k is one of
 // methodOverrideHeaders, ignoring letter case.
 func isMethodOverride(k string) bool {
@@ -558,10 +563,13 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	out.URL.Path, out.URL.RawPath = st.rest, st.rawRest
-	if q := out.URL.RawQuery; mayHoldKeyParam(q) {
+	if q := out.URL.RawQuery; mayHoldKeyParam(q) || strings.Contains(q, methodOverrideParam) {
 		v, err := url.ParseQuery(q)
-		if _, ok := v[queryKeyParam]; ok || err != nil {
+		_, key := v[queryKeyParam]
+		_, override := v[methodOverrideParam]
+		if key || override || err != nil {
 			v.Del(queryKeyParam)
+			v.Del(methodOverrideParam)
 			out.URL.RawQuery = v.Encode()
 		}
 	}
