@@ -24,6 +24,7 @@ func TestAttackUpstreamRedirect(t *testing.T) {
 	for _, tc := range []struct{ loc, want string }{
 		{e.rest.srv.URL + "/repositories/1?page=2", "/github/repositories/1?page=2"},
 		{"/repos/octo/new", "/github/repos/octo/new"},
+		{"https://127.0.0.1:1/repos/octo/hello?x=1#f", "/github/repos/octo/hello?x=1#f"},
 		{"https://codeload.github.com/octo/hello/legacy.tar.gz/main", "https://codeload.github.com/octo/hello/legacy.tar.gz/main"},
 	} {
 		e.rest.setHandler(func(w http.ResponseWriter, r *http.Request) {

@@ -646,7 +646,7 @@ func gatewayLocation(h http.Header, req, base *url.URL, provider string) {
 		if err != nil {
 			continue
 		}
-		if !strings.EqualFold(u.Host, base.Host) {
+		if !strings.EqualFold(u.Hostname(), base.Hostname()) { // any port or scheme: the upstream's host
 			out = append(out, l)
 			continue
 		}
