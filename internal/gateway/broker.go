@@ -19,7 +19,8 @@ const (
 	// KindGitHub is GitHub's REST API ([ProviderConfig.BaseURL], default
 	// https://api.github.com, "Authorization: Bearer <credential>") and
 	// git smart HTTP ([ProviderConfig.GitURL], default
-	// https://github.com, HTTP Basic "x-access-token:<credential>"),
+	// https://github.com with the default REST API and required with any
+	// other, HTTP Basic "x-access-token:<credential>"),
 	// scoped by the token's repos (see [RepoGrant] and
 	// [classifyGitHub]).
 	KindGitHub = "github"

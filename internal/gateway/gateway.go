@@ -64,7 +64,8 @@
 // (there are no defaults). A provider of [KindGitHub] (built in as
 // "github") serves GitHub: git smart HTTP under
 // /github/OWNER/NAME[.git]/{info/refs,git-upload-pack,git-receive-pack}
-// goes to the git upstream (default https://github.com) with Basic
+// goes to the git upstream (default https://github.com, only for the
+// default REST upstream: another one needs its own) with Basic
 // "x-access-token:<credential>", everything else to the REST upstream
 // (default https://api.github.com) with "Authorization: Bearer
 // <credential>", and only the REST endpoints under /repos/OWNER/NAME of
