@@ -72,3 +72,28 @@ func TestAttackUpstreamRedirectBasePath(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackUpstreamLink: GitHub's pagination Link header names the
+// upstream (https://api.github.com/repositories/ID/issues?page=2), and
+// clients (octokit's paginate) request it as is, with the gateway token,
+// around the gateway: its targets on the upstream are taken back under
+// /{provider} like a Location, and a Link naming the upstream's host
+// outside its base path is dropped.
+func TestAttackUpstreamLink(t *testing.T) {
+	e := newGitHubEnv(t)
+	tok := e.mint(t, Grant{Providers: []string{"github"}, Repos: []RepoGrant{{"octo/hello", AccessRead}}}).Token
+	up := e.rest.srv.URL
+	for link, want := range map[string]string{
+		`<` + up + `/repositories/1/issues?page=2>; rel="next", <` + up + `/repositories/1/issues?page=5>; rel="last"`: `</github/repositories/1/issues?page=2>; rel="next", </github/repositories/1/issues?page=5>; rel="last"`,
+		`<https://docs.github.com/rest>; rel="help"`: `<https://docs.github.com/rest>; rel="help"`,
+	} {
+		e.rest.setHandler(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Link", link)
+			w.Write([]byte("[]"))
+		})
+		code, h, _ := e.do(t, "GET", "/github/repos/octo/hello/issues", bearer(tok), "")
+		if code != 200 || h.Get("Link") != want {
+			t.Errorf("upstream Link %q: client got %d Link %q, want %q", link, code, h.Get("Link"), want)
+		}
+	}
+}

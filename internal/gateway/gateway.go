@@ -48,8 +48,9 @@
 // the upstream URL: the upstream is asked for identity encoding (a
 // content-encoded answer is refused with 502, since it could not be
 // checked), a response header holding a key of the provider is dropped,
-// a redirect's Location pointing at the upstream is taken back under
-// /{provider} (so that the client follows it through the gateway),
+// a redirect's Location and a Link header's targets pointing at the
+// upstream are taken back under /{provider} (so that the client follows
+// them through the gateway),
 // and every response body and trailer is scrubbed on its way back,
 // streaming, with each such key replaced by "[redacted]".
 //

@@ -628,46 +628,71 @@ func (g *Gateway) modifyResponse(res *http.Response) error {
 	return nil
 }
 
-// gatewayLocation takes the Location of an upstream response that points
-// at the upstream itself (absolute or relative, e.g. GitHub's 301 for a
-// renamed repository) back under /{provider}, the gateway path that
-// reaches it, so that the client never gets the upstream's URL and
-// follows the redirect through the gateway and its checks (not around
-// it, with the gateway token). One elsewhere on the upstream's host,
-// outside its base path, is dropped; one to another host is kept.
+// gatewayLocation takes the URLs of an upstream response that point at
+// the upstream itself back under /{provider}, the gateway path that
+// reaches them: a redirect's Location (GitHub's 301 for a renamed
+// repository) and the targets of a Link header (GitHub's pagination).
+// The client never gets the upstream's URL and follows it through the
+// gateway and its checks, not around it with the gateway token. A
+// Location elsewhere on the upstream's host, outside its base path, is
+// dropped, and so is a Link header with such a target; one to another
+// host is kept.
 func gatewayLocation(h http.Header, req, base *url.URL, provider string) {
-	locs := h["Location"]
-	if len(locs) == 0 {
-		return
+	if locs := h["Location"]; len(locs) > 0 {
+		var out []string
+		for _, l := range locs {
+			if v, ok := gatewayURL(l, req, base, provider); ok {
+				out = append(out, v)
+			}
+		}
+		if len(out) == 0 {
+			delete(h, "Location")
+		} else {
+			h["Location"] = out
+		}
 	}
-	var out []string
-	for _, l := range locs {
-		u, err := req.Parse(l)
-		if err != nil {
-			continue
+	links := h["Link"]
+	for i, l := range links {
+		ok := true
+		links[i] = linkTarget.ReplaceAllStringFunc(l, func(m string) string {
+			v, keep := gatewayURL(m[1:len(m)-1], req, base, provider)
+			ok = ok && keep
+			return "<" + v + ">"
+		})
+		if !ok {
+			delete(h, "Link")
+			return
 		}
-		if !strings.EqualFold(u.Hostname(), base.Hostname()) { // any port or scheme: the upstream's host
-			out = append(out, l)
-			continue
-		}
-		bp, p := strings.TrimSuffix(base.EscapedPath(), "/"), u.EscapedPath()
-		if p != bp && !strings.HasPrefix(p, bp+"/") {
-			continue
-		}
-		v := "/" + provider + strings.TrimPrefix(p, bp)
-		if u.RawQuery != "" {
-			v += "?" + u.RawQuery
-		}
-		if u.Fragment != "" {
-			v += "#" + u.EscapedFragment()
-		}
-		out = append(out, v)
 	}
-	if len(out) == 0 {
-		delete(h, "Location")
-		return
+}
+
+// linkTarget is a target of a Link header (RFC 8288): "<URI-reference>".
+var linkTarget = regexp.MustCompile(`<[^<>]*>`)
+
+// gatewayURL is l (relative to the upstream request req) as the client
+// reaches it: under /{provider} if it is on the upstream's host (any port
+// or scheme) under base's path, as is if on another host; false if it is
+// on the upstream's host outside base's path, or not a URL.
+func gatewayURL(l string, req, base *url.URL, provider string) (string, bool) {
+	u, err := req.Parse(l)
+	if err != nil {
+		return "", false
 	}
-	h["Location"] = out
+	if !strings.EqualFold(u.Hostname(), base.Hostname()) {
+		return l, true
+	}
+	bp, p := strings.TrimSuffix(base.EscapedPath(), "/"), u.EscapedPath()
+	if p != bp && !strings.HasPrefix(p, bp+"/") {
+		return "", false
+	}
+	v := "/" + provider + strings.TrimPrefix(p, bp)
+	if u.RawQuery != "" {
+		v += "?" + u.RawQuery
+	}
+	if u.Fragment != "" {
+		v += "#" + u.EscapedFragment()
+	}
+	return v, true
 }
 
 // proxyError answers a request whose upstream round trip failed, with
