@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,5 +97,35 @@ func TestAttackUpstreamLink(t *testing.T) {
 		if code != 200 || h.Get("Link") != want {
 			t.Errorf("upstream Link %q: client got %d Link %q, want %q", link, code, h.Get("Link"), want)
 		}
+	}
+}
+
+// TestAttackUpstreamEarlyHintsLink: a 103 Early Hints goes to the client
+// before the response, past ModifyResponse: its Link targets on the
+// upstream are taken back under /{provider} too.
+func TestAttackUpstreamEarlyHintsLink(t *testing.T) {
+	e := newGitHubEnv(t)
+	tok := e.mint(t, Grant{Providers: []string{"github"}, Repos: []RepoGrant{{"octo/hello", AccessRead}}}).Token
+	e.rest.setHandler(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "<"+e.rest.srv.URL+"/repos/octo/hello/x.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		w.Header().Del("Link")
+		w.Write([]byte("{}"))
+	})
+	var got []string
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), &httptrace.ClientTrace{
+		Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
+			got = append(got, h.Values("Link")...)
+			return nil
+		},
+	}), "GET", e.data.URL+"/github/repos/octo/hello", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if len(got) != 1 || got[0] != "</github/repos/octo/hello/x.css>; rel=preload" {
+		t.Errorf("103 Link = %q, want it under /github", got)
 	}
 }

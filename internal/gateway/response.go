@@ -132,6 +132,7 @@ func (t scrubbingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.WithContext(httptrace.WithClientTrace(r.Context(), &httptrace.ClientTrace{
 		Got1xxResponse: func(_ int, h textproto.MIMEHeader) error {
 			scrubHeader(http.Header(h), secrets)
+			gatewayLocation(http.Header(h), r.URL, st.upstream(), st.provider.name)
 			return nil
 		},
 	}))
