@@ -50,6 +50,7 @@ Listeners:
                     --admin-token-file, --admin-service-accounts or --admin-client-ca-file:
                     POST /v1/admin/keys/{key_id}/revoke, POST /v1/admin/agents/{tenant}/{agent}/revoke,
                     POST /v1/gateway/tokens, POST /v1/gateway/tokens/{jti}/revoke,
+                    GET /v1/gateway/usage, GET /v1/gateway/budgets,
                     /v1/signer/... (approvals, bundles, trust)
   --metrics-listen  Prometheus /metrics, /healthz, /readyz naming why a check failed
 

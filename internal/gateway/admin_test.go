@@ -192,3 +192,22 @@ func TestMetrics(t *testing.T) {
 		t.Error("New with already registered metrics = nil error")
 	}
 }
+
+// A run budget without a run would be silently ignored: the mint is
+// refused instead, as are negative limits.
+func TestMintBudgetChecks(t *testing.T) {
+	e := newEnv(t)
+	for _, body := range []string{
+		`{"providers":["openai"],"run_budget":{"requests":1}}`,
+		`{"providers":["openai"],"budget":{"requests":-1}}`,
+		`{"providers":["openai"],"budget":{"requests":1,"dollars":5}}`,
+	} {
+		if code, resp := e.adminPost(t, "/v1/gateway/tokens", body); code != 400 {
+			t.Errorf("mint %s = %d %s, want 400", body, code, resp)
+		}
+	}
+	m := e.mintHTTP(t, `{"providers":["openai"],"run_id":"r","budget":{"output_tokens":9},"run_budget":{"requests":1}}`)
+	if m.Budget == nil || m.Budget.OutputTokens != 9 || m.RunBudget == nil || m.RunBudget.Requests != 1 {
+		t.Errorf("mint response budgets = %+v %+v", m.Budget, m.RunBudget)
+	}
+}

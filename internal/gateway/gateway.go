@@ -748,6 +748,9 @@ func (g *Gateway) Mint(ctx context.Context, grant Grant) (Minted, error) {
 	if !nonNegative(grant.Budget) || !nonNegative(grant.RunBudget) {
 		return Minted{}, fmt.Errorf("%w: budget limits must not be negative", ErrBadGrant)
 	}
+	if !grant.RunBudget.IsZero() && grant.RunID == "" {
+		return Minted{}, fmt.Errorf("%w: run_budget needs run_id (a run's budget is shared by the tokens of that run)", ErrBadGrant)
+	}
 	if grant.TTL < 0 || (grant.TTL != 0 && grant.TTL < time.Second) || grant.TTL > MaxTokenTTL {
 		return Minted{}, fmt.Errorf("%w: ttl must be between 1 s and %v", ErrBadGrant, MaxTokenTTL)
 	}

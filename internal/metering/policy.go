@@ -27,7 +27,8 @@ type Policy struct {
 	// Tenants are budgets of named tenants (a sandbox's namespace).
 	Tenants map[string]TenantBudget `json:"tenants,omitempty"`
 	// DefaultTenant, if set, is the budget of every tenant not in
-	// Tenants (each tenant counted on its own).
+	// Tenants (each tenant counted on its own); tokens minted without a
+	// tenant share one such budget, under the tenant "".
 	DefaultTenant *TenantBudget `json:"default_tenant,omitempty"`
 	// Run caps every run's budget: the budget of a run is the smaller,
 	// counter by counter, of this and what its tokens were minted with.
@@ -103,12 +104,11 @@ func ParsePolicy(b []byte) (Policy, error) {
 	return p, nil
 }
 
-// tenant is the budget of tenant, if any.
+// tenant is the budget of tenant, if any. Tokens minted without a tenant
+// ("") share one budget under DefaultTenant, so that leaving the tenant
+// out does not escape it.
 func (p Policy) tenant(tenant string) (TenantBudget, bool) {
-	if tenant == "" {
-		return TenantBudget{}, false
-	}
-	if b, ok := p.Tenants[tenant]; ok {
+	if b, ok := p.Tenants[tenant]; ok && tenant != "" {
 		return b, !b.Usage.IsZero()
 	}
 	if p.DefaultTenant != nil {

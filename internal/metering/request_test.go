@@ -159,6 +159,10 @@ func TestPolicy(t *testing.T) {
 	if len(other) != 2 || other[1].Period != "month:2026-12" || other[1].Limit.Requests != 5 {
 		t.Errorf("default tenant budgets = %+v", other)
 	}
+	// A token without a tenant does not escape the default tenant budget.
+	if b := p.Budgets(Claims{JTI: "k"}, now); len(b) != 2 || b[1].Key != "" || b[1].Limit.Requests != 5 {
+		t.Errorf("budgets of a token without a tenant = %+v", b)
+	}
 	if b := (Policy{}).Budgets(Claims{JTI: "k", Tenant: "b", RunID: "r"}, now); len(b) != 0 {
 		t.Errorf("empty policy, no claims: %+v", b)
 	}
