@@ -6,6 +6,7 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/agentcustody/custody/internal/tooluse"
@@ -56,6 +57,9 @@ type recording struct {
 	record  bool // for the Recorder: hashes are kept
 	call    Call
 	reqHash hash.Hash // nil unless record
+	// reqBody hashes what the upstream reads into reqHash, from the
+	// transport's goroutine; nil if the request has no body.
+	reqBody *hashingBody
 	resHash hash.Hash // nil unless record
 	scanner *tooluse.Scanner
 	format  tooluse.Format
@@ -99,7 +103,8 @@ func (rc *recording) body(b io.ReadCloser) io.ReadCloser {
 	if b == nil || b == http.NoBody || !rc.record {
 		return b
 	}
-	return &hashingBody{ReadCloser: b, h: rc.reqHash}
+	rc.reqBody = &hashingBody{ReadCloser: b, h: rc.reqHash}
+	return rc.reqBody
 }
 
 // finish settles the request's metering and hands the call to the
@@ -135,7 +140,11 @@ func (rc *recording) finish(ctx context.Context, outcome string, model string) {
 	if !rc.record {
 		return
 	}
-	copy(c.RequestSHA256[:], rc.reqHash.Sum(nil))
+	if rc.reqBody != nil {
+		copy(c.RequestSHA256[:], rc.reqBody.sum())
+	} else {
+		copy(c.RequestSHA256[:], rc.reqHash.Sum(nil))
+	}
 	copy(c.ResponseSHA256[:], rc.resHash.Sum(nil))
 	// Not the request's context: the call is recorded even when the
 	// client went away.
@@ -182,15 +191,32 @@ func (w *recordingWriter) Write(p []byte) (int, error) {
 // full duplex).
 func (w *recordingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
+// hashingBody hashes what is read of a request body. The transport may
+// still be reading it on its own goroutine when the handler ends (a cut
+// stream): sum takes the hash under the lock and stops the hashing.
 type hashingBody struct {
 	io.ReadCloser
-	h hash.Hash
+	mu   sync.Mutex
+	h    hash.Hash
+	done bool
 }
 
 func (b *hashingBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	b.h.Write(p[:n])
+	b.mu.Lock()
+	if !b.done {
+		b.h.Write(p[:n])
+	}
+	b.mu.Unlock()
 	return n, err
+}
+
+// sum is the SHA-256 of what was read so far; later reads are not hashed.
+func (b *hashingBody) sum() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.done = true
+	return b.h.Sum(nil)
 }
 
 // Authenticate checks a gateway token as the data plane does, without a
