@@ -478,6 +478,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:        g.rewrite,
 		Transport:      scrubbingTransport{g},
+		BufferPool:     &bufferPool{},
 		FlushInterval:  -1,
 		ErrorHandler:   g.proxyError,
 		ModifyResponse: g.modifyResponse,
