@@ -91,6 +91,7 @@ func newLogger(cfg ServeConfig, w io.Writer) *slog.Logger {
 // serve runs until ctx is done, then shuts the listeners down gracefully.
 func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 	log := newLogger(cfg, logw)
+	applyGCSettings(log)
 	db, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
