@@ -44,10 +44,12 @@ func (l *sourceLimited) Accept() (net.Conn, error) {
 		l.mu.Lock()
 		if l.open[src] >= l.max {
 			l.mu.Unlock()
-			c.Close()
+			// Counted before the close, so that a client seeing its
+			// connection closed finds it counted.
 			if l.refused != nil {
 				l.refused.Add(1)
 			}
+			c.Close()
 			continue
 		}
 		l.open[src]++
