@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/base64"
@@ -203,7 +204,14 @@ func SignRecord(r *Record, s note.Signer) ([]byte, error) {
 	r.KeyID = fmt.Sprintf("%08x", s.KeyHash())
 	r.Time = r.Time.UTC().Truncate(time.Millisecond)
 	r.Sig = nil
-	msg, err := SignedMessage(r)
+	if err := r.check(); err != nil {
+		return nil, err
+	}
+	m, err := r.object(false)
+	if err != nil {
+		return nil, err
+	}
+	msg, err := signedMessage(r, m)
 	if err != nil {
 		return nil, err
 	}
@@ -212,7 +220,45 @@ func SignRecord(r *Record, s note.Signer) ([]byte, error) {
 		return nil, fmt.Errorf("sign record: %w", err)
 	}
 	r.Sig = sig
+	// The message ends with the record's canonical form without "sig";
+	// the record is that with "sig" put in its place, so the body is
+	// canonicalised once.
+	unsigned := msg[len(msg)-canonicalLen(msg, r):]
+	if raw, ok := insertSig(unsigned, m, sig); ok {
+		return raw, nil
+	}
 	return CanonicalRecord(r)
+}
+
+// canonicalLen is the length of the canonical record (without "sig") at
+// the end of msg, a signed message of r: msg less its prefix and prev.
+func canonicalLen(msg []byte, r *Record) int {
+	return len(msg) - len(appendSignedPrefix(nil, r)) - len(r.Prev) - 1
+}
+
+// insertSig returns the canonical record with "sig" from unsigned, its
+// canonical form without it (the JCS object of m), or false if unsigned
+// does not end as expected. In JCS order "sig" falls between "run_seq"
+// and "time", and "time", "type" and "v" are the last members, so it goes
+// right before the canonical form of those three; a standard base64
+// value needs no escaping.
+func insertSig(unsigned []byte, m map[string]any, sig []byte) ([]byte, bool) {
+	last, err := jcs.Append(nil, map[string]any{"time": m["time"], "type": m["type"], "v": m["v"]})
+	if err != nil || len(last) < 2 {
+		return nil, false
+	}
+	last[0] = ',' // ,"time":…,"type":…,"v":…}
+	if !bytes.HasSuffix(unsigned, last) {
+		return nil, false
+	}
+	head := unsigned[:len(unsigned)-len(last)]
+	n := base64.StdEncoding.EncodedLen(len(sig))
+	out := make([]byte, 0, len(unsigned)+len(`,"sig":""`)+n)
+	out = append(out, head...)
+	out = append(out, `,"sig":"`...)
+	out = base64.StdEncoding.AppendEncode(out, sig)
+	out = append(out, '"')
+	return append(out, last...), true
 }
 
 // VerifyRecordSignature checks r's signature with pub. It does not check

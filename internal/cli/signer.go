@@ -66,12 +66,14 @@ func vkeyName(vkey string) (string, error) {
 // newSigner starts the signer of cfg on db. onBadCosignature, if not nil,
 // is called with a witness's name for each cosignature it answered that
 // does not verify with its configured vkey (the line is dropped).
-// signerHooks connect the signer to this replica's gateway (zero: none):
-// FlushInbox writes its queued model calls, RevokeRunTokens revokes a
-// closing run's gateway tokens (signer.Options).
+// signerHooks connect the signer to this replica's gateway and metrics
+// (zero: none): FlushInbox writes its queued model calls, RevokeRunTokens
+// revokes a closing run's gateway tokens, OnCommit counts group commits
+// (signer.Options).
 type signerHooks struct {
 	FlushInbox      func(context.Context) error
 	RevokeRunTokens func(ctx context.Context, tenant, agent, run string) error
+	OnCommit        func(records int, took time.Duration)
 }
 
 func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.Logger, onBadCosignature func(witness string), hooks signerHooks) (*signer.Signer, error) {
@@ -87,6 +89,7 @@ func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.
 		Store: db, KeyFile: key, Origin: cfg.SignerOrigin, PolicyDir: cfg.PolicyDir,
 		Shared:      cfg.DatabaseURL != "", // replicas take turns on one log
 		IdleTimeout: cfg.SignerIdle, ApprovalTTL: cfg.ApprovalTTL, Log: log, FlushInbox: hooks.FlushInbox, RevokeRunTokens: hooks.RevokeRunTokens,
+		OnCommit: hooks.OnCommit,
 		WitnessSize: func(err error) (int64, bool) {
 			var ce *witness.ConflictError
 			if errors.As(err, &ce) {

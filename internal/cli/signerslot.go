@@ -40,6 +40,12 @@ type signerSlot struct {
 	// (custody_signer_witness_bad_cosignatures_total); set by
 	// registerMetrics, nil before.
 	badCosignatures *prometheus.CounterVec
+	// commits, committedRecords and commitSeconds are the signer's group
+	// commits (custody_signer_commits_total,
+	// custody_signer_committed_records_total,
+	// custody_signer_commit_seconds); set by registerMetrics, nil before.
+	commits, committedRecords prometheus.Counter
+	commitSeconds             prometheus.Histogram
 	// flushInbox writes the model calls this replica's gateway has
 	// queued (its InboxWriter's Flush), before the signer closes a run;
 	// nil without a gateway.
@@ -54,6 +60,7 @@ type signerSlot struct {
 func (sl *signerSlot) hooks() signerHooks {
 	return signerHooks{
 		FlushInbox: sl.flushInbox,
+		OnCommit:   sl.onCommit,
 		RevokeRunTokens: func(ctx context.Context, tenant, agent, run string) error {
 			gw := sl.gw.Load()
 			if gw == nil {
@@ -76,7 +83,31 @@ func (sl *signerSlot) registerMetrics(reg prometheus.Registerer) {
 		Help: "Cosignatures a witness answered that did not verify with its configured vkey and were dropped (see the log), by witness name.",
 	}, []string{"witness"})
 	reg.MustRegister(sl.badCosignatures)
+	sl.commits = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "custody_signer_commits_total",
+		Help: "Group commits of the signer's log (one durable store transaction each: one fsync on SQLite).",
+	})
+	sl.committedRecords = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "custody_signer_committed_records_total",
+		Help: "Records the signer's group commits appended; divided by custody_signer_commits_total, records per commit.",
+	})
+	sl.commitSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "custody_signer_commit_seconds",
+		Help:    "How long one group commit's store transaction took.",
+		Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, 1},
+	})
+	reg.MustRegister(sl.commits, sl.committedRecords, sl.commitSeconds)
 	sl.registerLogHalt(reg)
+}
+
+// onCommit counts one group commit of records records that took took.
+func (sl *signerSlot) onCommit(records int, took time.Duration) {
+	if sl.commits == nil {
+		return
+	}
+	sl.commits.Inc()
+	sl.committedRecords.Add(float64(records))
+	sl.commitSeconds.Observe(took.Seconds())
 }
 
 // registerLogHalt registers custody_signer_log_halted{reason}: 1 while the

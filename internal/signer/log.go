@@ -32,10 +32,10 @@ type appendReq struct {
 type txn struct {
 	s     *Signer
 	b     Batch
-	now   time.Time
-	after []func() // run after the commit, with s.mu held
+	now   time.Time // when the request being run was taken
+	after []func()  // run after the commit, with s.mu held
 	reqs  []*appendReq
-	gen   uint64   // s.gen when built: a batch built on state that a failed commit invalidated is never committed
+	gen   uint64   // s.gen when begun: a batch built on state that a failed commit invalidated is never committed
 	head  treeHead // the tree once this batch is committed (size 0: unchanged)
 }
 
@@ -58,88 +58,116 @@ func (s *Signer) submit(ctx context.Context, fn func(t *txn) error) error {
 	return r.err
 }
 
-// appendLoop is the group committer: it takes up to MaxBatch queued
-// requests, runs them (signing their records and advancing the in-memory
-// log), and hands the batch to the commit goroutine, which commits it in
-// one transaction and then acknowledges its requests. Building a batch
-// overlaps the commit of the one before (a two-stage pipeline: signing
-// and the store's write use one core each); batches commit, and are
-// acknowledged, in the order they were built. Requests that arrive
-// meanwhile form the next batch.
+// appendLoop is the group committer. A request is run (checked, signed
+// and added to the in-memory log, in queue order) as soon as it is
+// taken, into the batch being built; the batch is sealed and handed to
+// the commit goroutine the moment that goroutine is free, which commits
+// it in one transaction and then acknowledges its requests. So a commit
+// writes every request that arrived while the commit before it ran (the
+// group commit window is the previous commit, never a fixed wait: a lone
+// caller is committed at once), at most MaxBatch; signing overlaps the
+// commit (a two-stage pipeline using one core each), and batches commit,
+// and are acknowledged, in the order they were built.
 func (s *Signer) appendLoop() {
 	defer close(s.loopDone)
-	commits := make(chan *txn) // unbuffered: at most one batch built ahead
+	commits := make(chan *txn)
+	idle := make(chan struct{}) // the commit goroutine waits for a batch
 	committed := make(chan struct{})
 	go func() {
 		defer close(committed)
-		for t := range commits {
+		for {
+			idle <- struct{}{}
+			t, ok := <-commits
+			if !ok {
+				return
+			}
 			s.commitBatch(t)
 		}
 	}()
-	defer func() { close(commits); <-committed }()
 	// Two batches alternate: one is committed while the other is built.
-	// Sending on commits returns only once the commit goroutine has
-	// finished the batch before, so a batch is never rebuilt while it is
-	// being committed.
+	// The commit goroutine asks for a batch only once it has finished
+	// the one before, so a batch is never rebuilt while it is committed.
 	txns := [2]*txn{{s: s}, {s: s}}
-	next := 0
-	run := func(batch []*appendReq) {
-		t := txns[next]
-		next ^= 1
-		t.reqs = append(t.reqs[:0], batch...)
-		s.buildBatch(t)
-		commits <- t
-	}
-	batch := make([]*appendReq, 0, s.opts.MaxBatch)
+	t, next := txns[0], 1
+	t.begin()
+	free, stopping := false, false
 	for {
-		batch = batch[:0]
-		select {
-		case r := <-s.reqs:
-			batch = append(batch, r)
-		case <-s.stop:
-			// Commit what is queued, then stop.
-			for {
-				select {
-				case r := <-s.reqs:
-					batch = append(batch, r)
-					if len(batch) < s.opts.MaxBatch {
-						continue
-					}
-				default:
-				}
-				if len(batch) == 0 {
-					return
-				}
-				run(batch)
-				batch = batch[:0]
-			}
+		if free && len(t.reqs) > 0 {
+			s.seal(t)
+			commits <- t
+			free = false
+			t, next = txns[next], next^1
+			t.begin()
+			continue
 		}
-	fill:
-		for len(batch) < s.opts.MaxBatch {
+		if stopping && len(t.reqs) == 0 {
+			// Stopping: commit what is still queued, then stop.
 			select {
 			case r := <-s.reqs:
-				batch = append(batch, r)
+				s.add(t, r)
+				continue
 			default:
-				break fill
 			}
+			if !free {
+				<-idle
+			}
+			close(commits)
+			<-committed
+			return
 		}
-		run(batch)
+		in, idleC, stopC := s.reqs, idle, s.stop
+		if len(t.reqs) >= s.opts.MaxBatch {
+			in = nil
+		}
+		if free {
+			idleC = nil
+		}
+		if stopping {
+			stopC = nil
+		}
+		select {
+		case r := <-in:
+			s.add(t, r)
+		case <-idleC:
+			free = true
+		case <-stopC:
+			stopping = true
+		}
 	}
 }
 
-// buildBatch runs t's requests with s.mu held, in queue order, and
-// notes the tree they leave, keeping only its frontier in memory.
-func (s *Signer) buildBatch(t *txn) {
+// begin empties t for a new batch.
+func (t *txn) begin() {
 	t.b.reset()
 	t.after = t.after[:0]
-	t.now = s.opts.Now()
+	t.reqs = t.reqs[:0]
 	t.head = treeHead{}
+}
+
+// add runs r's fn into t with s.mu held. A request taken after a failed
+// commit invalidated the state t was begun on is refused without running:
+// its records would extend state that was reloaded, and t is never
+// committed.
+func (s *Signer) add(t *txn, r *appendReq) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range t.reqs {
-		r.err = r.fn(t)
+	if len(t.reqs) == 0 {
+		t.gen = s.gen
 	}
-	t.gen = s.gen
+	t.reqs = append(t.reqs, r)
+	if t.gen != s.gen {
+		r.err = fmt.Errorf("an earlier batch failed to commit: %w", s.failure)
+		return
+	}
+	t.now = s.opts.Now()
+	r.err = r.fn(t)
+}
+
+// seal notes the tree t's records leave, keeping only its frontier of
+// hashes in memory, with s.mu held.
+func (s *Signer) seal(t *txn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if len(t.b.Leaves) == 0 {
 		return
 	}
@@ -152,7 +180,7 @@ func (s *Signer) buildBatch(t *txn) {
 	} else {
 		t.head = treeHead{s.size, root}
 	}
-	keep := map[int64]tlog.Hash{}
+	keep := make(map[int64]tlog.Hash, 64)
 	for _, x := range frontier(s.size) {
 		keep[x] = s.hashes[x]
 	}
@@ -171,7 +199,11 @@ func (s *Signer) commitBatch(t *txn) {
 	case stale:
 		err = fmt.Errorf("an earlier batch failed to commit: %w", s.failure)
 	case len(t.b.Leaves) > 0 || len(t.b.Approvals) > 0 || len(t.b.Meta) > 0:
+		start := time.Now()
 		err = s.store.AppendBatch(context.Background(), &t.b)
+		if err == nil && s.opts.OnCommit != nil {
+			s.opts.OnCommit(len(t.b.Leaves), time.Since(start))
+		}
 	}
 	s.mu.Lock()
 	if err != nil {

@@ -99,6 +99,12 @@ type Options struct {
 	// (bad signature, unknown key, malformed), once per line, from the
 	// goroutine signing the checkpoint. For a metric; nil: none.
 	OnBadCosignature func(witness int)
+	// OnCommit, if set, is called after each group commit the store
+	// accepted, on the commit goroutine (so it must not block), with the
+	// number of records the batch appended (0 for a batch of approvals or
+	// metadata only) and how long the store's AppendBatch took. Each call
+	// is one durable transaction: one fsync on SQLite.
+	OnCommit func(records int, took time.Duration)
 	// InboxInterval is how often the model-call inbox is drained
 	// ([Signer.DrainInbox]). Default 250ms.
 	InboxInterval time.Duration

@@ -1,0 +1,106 @@
+// Command serveload measures the signer's decide over HTTP on a real
+// `custody serve` (SQLite in a temporary directory, or PostgreSQL with
+// -database-url), at each concurrency of -clients, beside floors measured
+// in the same run: one fsync per decide (4 KiB write + fsync in the data
+// directory). It prints, per level, decides/s, p50 and p99, decides per
+// group commit (custody_signer_commits_total) and the server's CPU per
+// decide. It talks to 127.0.0.1 only. `make bench` runs it.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func main() {
+	var (
+		bin     = flag.String("custody", "", "custody binary (default: build ./cmd/custody)")
+		clients = flag.String("clients", "1,8,32,128", "concurrency levels, comma-separated")
+		dur     = flag.Duration("duration", 5*time.Second, "time per level")
+		dbURL   = flag.String("database-url", "", "PostgreSQL URL (search_path to an empty schema); empty: SQLite")
+		repo    = flag.String("repo", ".", "the repository root (for deploy/base/policies and ./cmd/custody)")
+	)
+	flag.Parse()
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer cancel()
+	if err := run(ctx, *bin, *repo, *dbURL, *clients, *dur); err != nil {
+		fmt.Fprintln(os.Stderr, "serveload:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, bin, repo, dbURL, clientList string, dur time.Duration) error {
+	var levels []int
+	for _, f := range strings.Split(clientList, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return fmt.Errorf("-clients: %q is not a positive number", f)
+		}
+		levels = append(levels, n)
+	}
+	dir, err := os.MkdirTemp("", "custody-serveload-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if bin == "" {
+		bin = filepath.Join(dir, "custody")
+		fmt.Println("building custody ...")
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/custody")
+		cmd.Dir, cmd.Stdout, cmd.Stderr = repo, os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("build custody: %w", err)
+		}
+	}
+	maxClients := 0
+	for _, n := range levels {
+		maxClients = max(maxClients, n)
+	}
+	s, err := startServer(ctx, bin, repo, dir, dbURL, maxClients)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	store := "SQLite (synchronous=FULL)"
+	if dbURL != "" {
+		store = "PostgreSQL"
+	}
+	floor, err := fsyncFloor(s.dataDir)
+	if err != nil {
+		return fmt.Errorf("fsync floor: %w", err)
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: maxClients + 4, MaxConnsPerHost: 0}, Timeout: 30 * time.Second}
+	fmt.Printf("signer decide over HTTP, %s, %s per level; fsync floor %s (%.0f/s one fsync per decide)\n",
+		store, dur, floor.Round(time.Microsecond), float64(time.Second)/float64(floor))
+	fmt.Printf("%8s %10s %10s %10s %12s %12s %14s %8s\n", "clients", "decides/s", "p50", "p99", "x_fsync_rate", "per_commit", "cpu/decide", "errors")
+	for _, n := range levels {
+		lv, err := runLevel(ctx, s, hc, n, dur)
+		if err != nil {
+			return err
+		}
+		perCommit := "n/a"
+		if lv.commits > 0 {
+			perCommit = fmt.Sprintf("%.1f", float64(lv.decides)/lv.commits)
+		}
+		cpu := time.Duration(0)
+		if lv.decides > 0 {
+			cpu = lv.cpu / time.Duration(lv.decides)
+		}
+		fmt.Printf("%8d %10.0f %10s %10s %12.2f %12s %14s %8d\n", n, lv.rate(),
+			lv.p50.Round(10*time.Microsecond), lv.p99.Round(10*time.Microsecond),
+			lv.rate()*floor.Seconds(), perCommit, cpu.Round(time.Microsecond), lv.errs)
+		if lv.errs > 0 {
+			return fmt.Errorf("%d clients: %d decides failed, first: %s", n, lv.errs, lv.firstErr)
+		}
+	}
+	return nil
+}
