@@ -62,8 +62,18 @@ func scanMemory(s scanner) (memory.Memory, error) {
 	return m, nil
 }
 
-// insertMemory inserts m (its ID already set to id) and its index entry.
-func insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory.Memory, id int64) error {
+// Statements of a remember and a forget.
+const (
+	sqlInsertMemory = `INSERT INTO memories (id, tenant, agent, kind, key, text, tags, hash, session, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertMemoryFTS = `INSERT INTO memories_fts (rowid, text, meta) VALUES (?, ?, ?)`
+	sqlForget          = `DELETE FROM memories WHERE id = ? AND tenant = ? AND agent = ?`
+	sqlForgetFTS       = `DELETE FROM memories_fts WHERE rowid = ?`
+)
+
+// insertMemory inserts m (its ID already set to id) and its index entry
+// in tx.
+func (d *DB) insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory.Memory, id int64) error {
 	tags := m.Tags
 	if tags == nil {
 		tags = []string{}
@@ -72,10 +82,11 @@ func insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory
 	if err != nil {
 		return fmt.Errorf("encode tags: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO memories (id, tenant, agent, kind, key, text, tags, hash, session, created_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		id, ns.Tenant, ns.Agent, m.Kind, m.Key, m.Text, string(tagsJSON),
+	ins, err := d.stmts.inTx(ctx, tx, sqlInsertMemory)
+	if err != nil {
+		return fmt.Errorf("insert memory: %w", err)
+	}
+	if _, err := ins.ExecContext(ctx, id, ns.Tenant, ns.Agent, m.Kind, m.Key, m.Text, string(tagsJSON),
 		memory.ContentHash(m.Kind, m.Key, m.Text), m.Session, millis(m.CreatedAt)); err != nil {
 		return fmt.Errorf("insert memory: %w", err)
 	}
@@ -83,9 +94,11 @@ func insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory
 	if len(m.Tags) > 0 {
 		meta += " " + strings.Join(m.Tags, " ")
 	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO memories_fts (rowid, text, meta) VALUES (?, ?, ?)`,
-		id, ftsText(m.Text), ftsText(meta)); err != nil {
+	idx, err := d.stmts.inTx(ctx, tx, sqlInsertMemoryFTS)
+	if err != nil {
+		return fmt.Errorf("index memory: %w", err)
+	}
+	if _, err := idx.ExecContext(ctx, id, ftsText(m.Text), ftsText(meta)); err != nil {
 		return fmt.Errorf("index memory: %w", err)
 	}
 	return nil
@@ -95,8 +108,11 @@ func insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory
 func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
 	var res memory.Remembered
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		existing, err := scanMemory(tx.QueryRowContext(ctx, sqlFindActiveByHash,
-			ns.Tenant, ns.Agent, memory.ContentHash(m.Kind, m.Key, m.Text)))
+		find, err := d.stmts.inTx(ctx, tx, sqlFindActiveByHash)
+		if err != nil {
+			return fmt.Errorf("find duplicate: %w", err)
+		}
+		existing, err := scanMemory(find.QueryRowContext(ctx, ns.Tenant, ns.Agent, memory.ContentHash(m.Kind, m.Key, m.Text)))
 		if err == nil {
 			res = memory.Remembered{ID: existing.ID, Status: memory.StatusUnchanged, Memory: existing}
 			return nil
@@ -112,9 +128,12 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 		res = memory.Remembered{ID: m.ID, Status: memory.StatusCreated, Memory: m}
 		if m.Key != "" {
 			// Supersede first: at most one active memory per kind and key.
+			sup, err := d.stmts.inTx(ctx, tx, sqlSupersede)
+			if err != nil {
+				return fmt.Errorf("supersede: %w", err)
+			}
 			var old int64
-			err := tx.QueryRowContext(ctx, sqlSupersede,
-				id, millis(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, m.Key).Scan(&old)
+			err = sup.QueryRowContext(ctx, id, millis(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, m.Key).Scan(&old)
 			switch {
 			case err == nil:
 				res.Status, res.Supersedes = memory.StatusSuperseded, memory.FormatID(old)
@@ -122,7 +141,7 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 				return fmt.Errorf("supersede: %w", err)
 			}
 		}
-		return insertMemory(ctx, tx, ns, m, id)
+		return d.insertMemory(ctx, tx, ns, m, id)
 	})
 	if err != nil {
 		return memory.Remembered{}, fmt.Errorf("sqlite: remember memory: %w", err)
@@ -175,7 +194,11 @@ func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Q
 	if query == "" {
 		return nil, nil
 	}
-	rows, err := d.db.QueryContext(ctx, query, args...)
+	st, err := d.stmts.get(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: recall memories: %w", err)
+	}
+	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: recall memories: %w", err)
 	}
@@ -201,7 +224,11 @@ func (d *DB) ForgetMemory(ctx context.Context, ns memory.Namespace, idStr string
 		return memory.ErrNotFound
 	}
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM memories WHERE id = ? AND tenant = ? AND agent = ?`, id, ns.Tenant, ns.Agent)
+		del, err := d.stmts.inTx(ctx, tx, sqlForget)
+		if err != nil {
+			return err
+		}
+		res, err := del.ExecContext(ctx, id, ns.Tenant, ns.Agent)
 		if err != nil {
 			return err
 		}
@@ -210,7 +237,11 @@ func (d *DB) ForgetMemory(ctx context.Context, ns memory.Namespace, idStr string
 		} else if n == 0 {
 			return memory.ErrNotFound
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM memories_fts WHERE rowid = ?`, id)
+		unindex, err := d.stmts.inTx(ctx, tx, sqlForgetFTS)
+		if err != nil {
+			return err
+		}
+		_, err = unindex.ExecContext(ctx, id)
 		return err
 	})
 	if errors.Is(err, memory.ErrNotFound) {

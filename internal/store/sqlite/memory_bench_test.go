@@ -28,7 +28,7 @@ func buildCorpus(b *testing.B, n int) (*DB, *storetest.MemoryCorpus) {
 			if err != nil {
 				return err
 			}
-			if err := insertMemory(ctx, tx, nsA, m, id); err != nil {
+			if err := db.insertMemory(ctx, tx, nsA, m, id); err != nil {
 				return err
 			}
 		}
