@@ -71,6 +71,13 @@ const (
 	sqlForgetFTS       = `DELETE FROM memories_fts WHERE rowid = ?`
 )
 
+// memoryTxStatements are the statements that memory transactions run,
+// prepared when the database is opened (see stmts.inTx).
+var memoryTxStatements = []string{
+	sqlFindActiveByHash, sqlSupersede, sqlInsertMemory, sqlInsertMemoryFTS, sqlForget, sqlForgetFTS,
+	sqlGetState, sqlInsertLease, sqlUpdateLease, sqlPutState, sqlReleaseLease,
+}
+
 // insertMemory inserts m (its ID already set to id) and its index entry
 // in tx.
 func (d *DB) insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory.Memory, id int64) error {
@@ -147,74 +154,6 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 		return memory.Remembered{}, fmt.Errorf("sqlite: remember memory: %w", err)
 	}
 	return res, nil
-}
-
-// recallSQL returns the statement and arguments for q, or "" if q has
-// text but no searchable term.
-//
-// A search ranks in a subquery that carries only (rowid, score,
-// created_at), so sorting many matches never holds their texts; the
-// outer query reads the full rows of the few that are returned. The CROSS
-// JOIN keeps the FTS index as the outer loop.
-func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
-	var (
-		filter strings.Builder
-		args   []any
-	)
-	filter.WriteString(`x.tenant = ? AND x.agent = ?`)
-	args = append(args, ns.Tenant, ns.Agent)
-	if q.Kind != "" {
-		filter.WriteString(` AND x.kind = ?`)
-		args = append(args, q.Kind)
-	}
-	if !q.History {
-		filter.WriteString(` AND x.superseded_by IS NULL`)
-	}
-	if strings.TrimSpace(q.Text) == "" {
-		return `SELECT ` + strings.ReplaceAll(memoryColumns, "m.", "x.") + ` FROM memories x WHERE ` + filter.String() +
-			` ORDER BY x.created_at DESC, x.id DESC LIMIT ?`, append(args, q.Limit)
-	}
-	match := ftsQuery(q.Text)
-	if match == "" {
-		return "", nil
-	}
-	return `SELECT ` + memoryColumns + ` FROM (
-			SELECT memories_fts.rowid AS rid, bm25(memories_fts) AS score, x.created_at AS created
-			FROM memories_fts CROSS JOIN memories x ON x.id = memories_fts.rowid
-			WHERE memories_fts MATCH ? AND ` + filter.String() + `
-			ORDER BY score, created DESC, rid DESC LIMIT ?
-		) r CROSS JOIN memories m ON m.id = r.rid
-		ORDER BY r.score, r.created DESC, r.rid DESC`,
-		append(append([]any{match}, args...), q.Limit)
-}
-
-// RecallMemories implements memory.Store.
-func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Query) ([]memory.Memory, error) {
-	query, args := recallSQL(ns, q)
-	if query == "" {
-		return nil, nil
-	}
-	st, err := d.stmts.get(ctx, query)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: recall memories: %w", err)
-	}
-	rows, err := st.QueryContext(ctx, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: recall memories: %w", err)
-	}
-	defer rows.Close()
-	var out []memory.Memory
-	for rows.Next() {
-		m, err := scanMemory(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: recall memories: %w", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: recall memories: %w", err)
-	}
-	return out, nil
 }
 
 // ForgetMemory implements memory.Store.

@@ -50,12 +50,17 @@ func (d *DB) getState(ctx context.Context, tx *sql.Tx, ns memory.Namespace, name
 		identity  sql.NullString
 		expires   sql.NullInt64
 	)
-	st, err := d.stmts.get(ctx, sqlGetState)
+	var (
+		st  *sql.Stmt
+		err error
+	)
+	if tx != nil {
+		st, err = d.stmts.inTx(ctx, tx, sqlGetState)
+	} else {
+		st, err = d.stmts.get(ctx, sqlGetState)
+	}
 	if err != nil {
 		return stateRow{}, err
-	}
-	if tx != nil {
-		st = tx.StmtContext(ctx, st)
 	}
 	err = st.QueryRowContext(ctx, ns.Tenant, ns.Agent, name).
 		Scan(&r.state.Version, &value, &updatedAt, &updatedBy, &r.epoch, &holder, &identity, &expires)

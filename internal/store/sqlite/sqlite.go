@@ -60,6 +60,10 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := d.stmts.prepare(ctx, memoryTxStatements...); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
 	return d, nil
 }
 

@@ -30,40 +30,55 @@ func newStmts(db *sql.DB) *stmts { return &stmts{db: db, m: make(map[string]*sql
 // errStmtsClosed is returned by get after close.
 var errStmtsClosed = errors.New("database is closed")
 
-// get returns the prepared statement of query, preparing it on first use.
+// get returns the prepared statement of query, preparing it on first
+// use. It never holds the lock while preparing, which takes a connection
+// from the pool: a transaction that holds a connection and waits for the
+// lock must not wait for a connection too.
 func (s *stmts) get(ctx context.Context, query string) (*sql.Stmt, error) {
 	s.mu.RLock()
 	st, ok := s.m[query]
-	closed := s.closed
 	s.mu.RUnlock()
 	if ok {
 		return st, nil
-	}
-	if closed {
-		return nil, errStmtsClosed
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if st, ok := s.m[query]; ok {
-		return st, nil
-	}
-	if s.closed {
-		return nil, errStmtsClosed
 	}
 	st, err := s.db.PrepareContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		st.Close()
+		return nil, errStmtsClosed
+	}
+	if prev, ok := s.m[query]; ok {
+		st.Close() // another caller prepared it first
+		return prev, nil
+	}
 	s.m[query] = st
 	return st, nil
 }
 
+// prepare prepares queries ahead of their first use (see inTx).
+func (s *stmts) prepare(ctx context.Context, queries ...string) error {
+	for _, q := range queries {
+		if _, err := s.get(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // inTx returns the prepared statement of query bound to tx; it is closed
-// when tx ends.
+// when tx ends. A statement not prepared yet (see prepare) is prepared on
+// tx's connection for this transaction only: taking a second connection
+// while tx holds one could wait forever for the pool.
 func (s *stmts) inTx(ctx context.Context, tx *sql.Tx, query string) (*sql.Stmt, error) {
-	st, err := s.get(ctx, query)
-	if err != nil {
-		return nil, err
+	s.mu.RLock()
+	st, ok := s.m[query]
+	s.mu.RUnlock()
+	if !ok {
+		return tx.PrepareContext(ctx, query)
 	}
 	return tx.StmtContext(ctx, st), nil
 }
