@@ -177,6 +177,7 @@ func BenchmarkRecall(b *testing.B) {
 			defer floorQ.Close()
 			var lat, floor []time.Duration
 			per := make([][]time.Duration, len(queries))
+			perFloor := make([][]time.Duration, len(queries))
 			i := 0
 			for b.Loop() {
 				q := queries[i%len(queries)]
@@ -198,9 +199,11 @@ func BenchmarkRecall(b *testing.B) {
 					}
 					rows.Close()
 					floor = append(floor, time.Since(start))
+					perFloor[i%len(queries)] = append(perFloor[i%len(queries)], time.Since(start))
 				}
 				i++
 			}
+			storetest.LogFloors(b, queries, perFloor)
 			storetest.ReportRecall(b, queries, per, lat, floor, n)
 		})
 	}

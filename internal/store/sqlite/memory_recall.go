@@ -18,7 +18,7 @@ const recallCap = 2000
 
 // recallWiden is how many more FTS5 candidates than the limit the fast
 // path of a keyword recall ranks before it filters them by namespace.
-const recallWiden = 4
+const recallWiden = 2
 
 // sqlRecallProbe counts the matches of an FTS5 query in the whole index,
 // up to recallCap+1 (no ranking, no row read).
@@ -76,17 +76,22 @@ func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
 
 // recallFastSQL returns the fast path of a keyword recall: the best
 // n candidates of the whole index by FTS5 rank (bm25), ranked without
-// reading a row, then filtered by namespace. Each row is memoryColumns,
-// its score, the number of candidates and the worst candidate's score.
+// reading a row, then filtered by namespace, carrying only (rowid,
+// score, created_at) until the limit is taken. Each row is
+// memoryColumns, its score, the number of candidates and the worst
+// candidate's score.
 func recallFastSQL(ns memory.Namespace, q memory.Query, match string, n int) (string, []any) {
 	filter, args := recallFilter(ns, q)
 	return `WITH c AS MATERIALIZED (
 			SELECT rowid AS rid, rank AS score FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?
+		), r AS (
+			SELECT c.rid, c.score, x.created_at AS created FROM c CROSS JOIN memories x ON x.id = c.rid
+			WHERE ` + filter + `
+			ORDER BY c.score, x.created_at DESC, x.id DESC LIMIT ?
 		)
-		SELECT ` + memoryColumns + `, c.score, (SELECT count(*) FROM c), (SELECT max(score) FROM c)
-		FROM c CROSS JOIN memories m ON m.id = c.rid, (SELECT 1) x0
-		WHERE ` + strings.ReplaceAll(filter, "x.", "m.") + `
-		ORDER BY c.score, m.created_at DESC, m.id DESC LIMIT ?`,
+		SELECT ` + memoryColumns + `, r.score, (SELECT count(*) FROM c), (SELECT max(score) FROM c)
+		FROM r CROSS JOIN memories m ON m.id = r.rid
+		ORDER BY r.score, r.created DESC, r.rid DESC`,
 		append(append([]any{match, n}, args...), q.Limit)
 }
 
@@ -153,7 +158,7 @@ func (d *DB) recallFast(ctx context.Context, ns memory.Namespace, q memory.Query
 	if matches > recallCap {
 		return nil, false, nil
 	}
-	n := recallWiden*q.Limit + 16
+	n := recallWiden*q.Limit + 8
 	query, args := recallFastSQL(ns, q, match, n)
 	st, err := d.stmts.get(ctx, query)
 	if err != nil {

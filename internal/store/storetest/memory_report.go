@@ -5,8 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentcustody/custody/internal/memory"
 )
 
 // BenchSizes are the corpus sizes of the memory benchmarks, in memories.
@@ -80,4 +83,17 @@ func ReportLatency(b *testing.B, lat, floor []time.Duration) {
 func percentile(ds []time.Duration, p float64) float64 {
 	slices.Sort(ds)
 	return float64(ds[int(p*float64(len(ds)-1))]) / float64(time.Millisecond)
+}
+
+// LogFloors logs the p50 of each query's floor latencies (per[i] for
+// queries[i]). It sorts the slices it is given.
+func LogFloors(b *testing.B, queries []memory.Query, per [][]time.Duration) {
+	b.Helper()
+	var report strings.Builder
+	for j, ds := range per {
+		if len(ds) > 0 {
+			fmt.Fprintf(&report, " %q=%.2f", queries[j].Text, percentile(ds, 0.50))
+		}
+	}
+	b.Logf("floor p50 ms by query:%s", report.String())
 }
