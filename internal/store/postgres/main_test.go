@@ -9,5 +9,5 @@ import (
 // TestMain fails the package if a test leaves a goroutine behind (a
 // listener, a writer-lease heartbeat, a pool).
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { dropCorpusCache() }))
 }

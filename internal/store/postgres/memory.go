@@ -216,12 +216,21 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 	return res, nil
 }
 
+// recallCap bounds the work of one keyword recall: at most this many
+// matching memories of the namespace are ranked by ts_rank (which reads
+// each one's tsvector, a few µs a memory). A query matching more of
+// them ("the user prefers" matches most memories) ranks the first
+// recallCap matches the index yields instead of all of them: its answer
+// is the best of a bounded, arbitrary subset, not of every match.
+const recallCap = 2000
+
 // recallSQL returns the statement and arguments for q, or "" if q has
 // text but no searchable term.
 //
-// A search returns the memories whose terms match memoryQuery(q.Text),
-// best first by ts_rank (PostgreSQL has no BM25; see RecallMemories),
-// then newest first.
+// A search returns the memories of the namespace whose terms match
+// memoryQuery(q.Text), best first by ts_rank (PostgreSQL has no BM25;
+// see RecallMemories), then newest first, among the first recallCap
+// matches of the namespace (all of them, when there are no more).
 func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
 	var filter strings.Builder
 	args := []any{ns.Tenant, ns.Agent}
@@ -244,9 +253,11 @@ func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
 	}
 	args = append(args, tsq, q.Limit)
 	qi, li := len(args)-1, len(args)
-	return fmt.Sprintf(`SELECT %s FROM memories WHERE %s AND terms @@ $%d::tsquery
+	return fmt.Sprintf(`SELECT %s FROM (
+			SELECT %s, terms FROM memories WHERE %s AND terms @@ $%d::tsquery LIMIT %d
+		) m
 		ORDER BY ts_rank(terms, $%d::tsquery) DESC, created_at DESC, id DESC LIMIT $%d`,
-		memoryColumns, filter.String(), qi, qi, li), args
+		memoryColumns, memoryColumns, filter.String(), qi, recallCap, qi, li), args
 }
 
 // RecallMemories implements memory.Store. PostgreSQL has no BM25: a

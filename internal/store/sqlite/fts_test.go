@@ -152,7 +152,7 @@ func TestTokensMatchFTS5(t *testing.T) {
 				return err
 			}
 			ids[id] = d
-			if err := insertMemory(ctx, tx, nsA, d.m, id); err != nil {
+			if err := db.insertMemory(ctx, tx, nsA, d.m, id); err != nil {
 				return err
 			}
 		}

@@ -62,8 +62,25 @@ func scanMemory(s scanner) (memory.Memory, error) {
 	return m, nil
 }
 
-// insertMemory inserts m (its ID already set to id) and its index entry.
-func insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory.Memory, id int64) error {
+// Statements of a remember and a forget.
+const (
+	sqlInsertMemory = `INSERT INTO memories (id, tenant, agent, kind, key, text, tags, hash, session, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	sqlInsertMemoryFTS = `INSERT INTO memories_fts (rowid, text, meta) VALUES (?, ?, ?)`
+	sqlForget          = `DELETE FROM memories WHERE id = ? AND tenant = ? AND agent = ?`
+	sqlForgetFTS       = `DELETE FROM memories_fts WHERE rowid = ?`
+)
+
+// memoryTxStatements are the statements that memory transactions run,
+// prepared when the database is opened (see stmts.inTx).
+var memoryTxStatements = []string{
+	sqlFindActiveByHash, sqlSupersede, sqlInsertMemory, sqlInsertMemoryFTS, sqlForget, sqlForgetFTS,
+	sqlGetState, sqlInsertLease, sqlUpdateLease, sqlPutState, sqlReleaseLease,
+}
+
+// insertMemory inserts m (its ID already set to id) and its index entry
+// in tx.
+func (d *DB) insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory.Memory, id int64) error {
 	tags := m.Tags
 	if tags == nil {
 		tags = []string{}
@@ -72,10 +89,11 @@ func insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory
 	if err != nil {
 		return fmt.Errorf("encode tags: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO memories (id, tenant, agent, kind, key, text, tags, hash, session, created_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		id, ns.Tenant, ns.Agent, m.Kind, m.Key, m.Text, string(tagsJSON),
+	ins, err := d.stmts.inTx(ctx, tx, sqlInsertMemory)
+	if err != nil {
+		return fmt.Errorf("insert memory: %w", err)
+	}
+	if _, err := ins.ExecContext(ctx, id, ns.Tenant, ns.Agent, m.Kind, m.Key, m.Text, string(tagsJSON),
 		memory.ContentHash(m.Kind, m.Key, m.Text), m.Session, millis(m.CreatedAt)); err != nil {
 		return fmt.Errorf("insert memory: %w", err)
 	}
@@ -83,9 +101,11 @@ func insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory
 	if len(m.Tags) > 0 {
 		meta += " " + strings.Join(m.Tags, " ")
 	}
-	if _, err := tx.ExecContext(ctx,
-		`INSERT INTO memories_fts (rowid, text, meta) VALUES (?, ?, ?)`,
-		id, ftsText(m.Text), ftsText(meta)); err != nil {
+	idx, err := d.stmts.inTx(ctx, tx, sqlInsertMemoryFTS)
+	if err != nil {
+		return fmt.Errorf("index memory: %w", err)
+	}
+	if _, err := idx.ExecContext(ctx, id, ftsText(m.Text), ftsText(meta)); err != nil {
 		return fmt.Errorf("index memory: %w", err)
 	}
 	return nil
@@ -95,8 +115,11 @@ func insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, m memory
 func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
 	var res memory.Remembered
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		existing, err := scanMemory(tx.QueryRowContext(ctx, sqlFindActiveByHash,
-			ns.Tenant, ns.Agent, memory.ContentHash(m.Kind, m.Key, m.Text)))
+		find, err := d.stmts.inTx(ctx, tx, sqlFindActiveByHash)
+		if err != nil {
+			return fmt.Errorf("find duplicate: %w", err)
+		}
+		existing, err := scanMemory(find.QueryRowContext(ctx, ns.Tenant, ns.Agent, memory.ContentHash(m.Kind, m.Key, m.Text)))
 		if err == nil {
 			res = memory.Remembered{ID: existing.ID, Status: memory.StatusUnchanged, Memory: existing}
 			return nil
@@ -112,9 +135,12 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 		res = memory.Remembered{ID: m.ID, Status: memory.StatusCreated, Memory: m}
 		if m.Key != "" {
 			// Supersede first: at most one active memory per kind and key.
+			sup, err := d.stmts.inTx(ctx, tx, sqlSupersede)
+			if err != nil {
+				return fmt.Errorf("supersede: %w", err)
+			}
 			var old int64
-			err := tx.QueryRowContext(ctx, sqlSupersede,
-				id, millis(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, m.Key).Scan(&old)
+			err = sup.QueryRowContext(ctx, id, millis(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, m.Key).Scan(&old)
 			switch {
 			case err == nil:
 				res.Status, res.Supersedes = memory.StatusSuperseded, memory.FormatID(old)
@@ -122,76 +148,12 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 				return fmt.Errorf("supersede: %w", err)
 			}
 		}
-		return insertMemory(ctx, tx, ns, m, id)
+		return d.insertMemory(ctx, tx, ns, m, id)
 	})
 	if err != nil {
 		return memory.Remembered{}, fmt.Errorf("sqlite: remember memory: %w", err)
 	}
 	return res, nil
-}
-
-// recallSQL returns the statement and arguments for q, or "" if q has
-// text but no searchable term.
-//
-// A search ranks in a subquery that carries only (rowid, score,
-// created_at), so sorting many matches never holds their texts; the
-// outer query reads the full rows of the few that are returned. The CROSS
-// JOIN keeps the FTS index as the outer loop.
-func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
-	var (
-		filter strings.Builder
-		args   []any
-	)
-	filter.WriteString(`x.tenant = ? AND x.agent = ?`)
-	args = append(args, ns.Tenant, ns.Agent)
-	if q.Kind != "" {
-		filter.WriteString(` AND x.kind = ?`)
-		args = append(args, q.Kind)
-	}
-	if !q.History {
-		filter.WriteString(` AND x.superseded_by IS NULL`)
-	}
-	if strings.TrimSpace(q.Text) == "" {
-		return `SELECT ` + strings.ReplaceAll(memoryColumns, "m.", "x.") + ` FROM memories x WHERE ` + filter.String() +
-			` ORDER BY x.created_at DESC, x.id DESC LIMIT ?`, append(args, q.Limit)
-	}
-	match := ftsQuery(q.Text)
-	if match == "" {
-		return "", nil
-	}
-	return `SELECT ` + memoryColumns + ` FROM (
-			SELECT memories_fts.rowid AS rid, bm25(memories_fts) AS score, x.created_at AS created
-			FROM memories_fts CROSS JOIN memories x ON x.id = memories_fts.rowid
-			WHERE memories_fts MATCH ? AND ` + filter.String() + `
-			ORDER BY score, created DESC, rid DESC LIMIT ?
-		) r CROSS JOIN memories m ON m.id = r.rid
-		ORDER BY r.score, r.created DESC, r.rid DESC`,
-		append(append([]any{match}, args...), q.Limit)
-}
-
-// RecallMemories implements memory.Store.
-func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Query) ([]memory.Memory, error) {
-	query, args := recallSQL(ns, q)
-	if query == "" {
-		return nil, nil
-	}
-	rows, err := d.db.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: recall memories: %w", err)
-	}
-	defer rows.Close()
-	var out []memory.Memory
-	for rows.Next() {
-		m, err := scanMemory(rows)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: recall memories: %w", err)
-		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: recall memories: %w", err)
-	}
-	return out, nil
 }
 
 // ForgetMemory implements memory.Store.
@@ -201,7 +163,11 @@ func (d *DB) ForgetMemory(ctx context.Context, ns memory.Namespace, idStr string
 		return memory.ErrNotFound
 	}
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `DELETE FROM memories WHERE id = ? AND tenant = ? AND agent = ?`, id, ns.Tenant, ns.Agent)
+		del, err := d.stmts.inTx(ctx, tx, sqlForget)
+		if err != nil {
+			return err
+		}
+		res, err := del.ExecContext(ctx, id, ns.Tenant, ns.Agent)
 		if err != nil {
 			return err
 		}
@@ -210,7 +176,11 @@ func (d *DB) ForgetMemory(ctx context.Context, ns memory.Namespace, idStr string
 		} else if n == 0 {
 			return memory.ErrNotFound
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM memories_fts WHERE rowid = ?`, id)
+		unindex, err := d.stmts.inTx(ctx, tx, sqlForgetFTS)
+		if err != nil {
+			return err
+		}
+		_, err = unindex.ExecContext(ctx, id)
 		return err
 	})
 	if errors.Is(err, memory.ErrNotFound) {

@@ -4,6 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,88 +16,195 @@ import (
 	"github.com/agentcustody/custody/internal/store/storetest"
 )
 
-const benchCorpus = 100_000
+// corpusCache holds, per corpus size, a database file with that many
+// memories of storetest.MemoryCorpus in nsA, built once per test process
+// in cacheDir and copied for each benchmark; TestMain removes cacheDir.
+var corpusCache struct {
+	sync.Mutex
+	dir   string
+	files map[int]string
+}
 
-// buildCorpus fills nsA of a fresh database with n memories of
-// storetest.MemoryCorpus in one transaction and returns the database and
-// the corpus, for more text.
-func buildCorpus(b *testing.B, n int) (*DB, *storetest.MemoryCorpus) {
+// removeCorpusCache removes the cached corpora (called by TestMain).
+func removeCorpusCache() {
+	corpusCache.Lock()
+	defer corpusCache.Unlock()
+	if corpusCache.dir != "" {
+		os.RemoveAll(corpusCache.dir)
+	}
+}
+
+// openCorpus returns a database of its own holding n memories in nsA, and
+// the corpus generator after them (for more text). The first call for n
+// builds the corpus in one transaction, in id order; later ones copy it.
+func openCorpus(b *testing.B, n int) (*DB, *storetest.MemoryCorpus) {
 	b.Helper()
-	db := openTestDB(b)
 	c := storetest.NewMemoryCorpus()
+	ms := c.Memories(n, t0)
+	file, err := cachedCorpus(n, ms)
+	if err != nil {
+		b.Fatalf("build corpus: %v", err)
+	}
+	dir := b.TempDir()
+	if err := copyFile(file, filepath.Join(dir, FileName)); err != nil {
+		b.Fatal(err)
+	}
+	db, err := Open(context.Background(), dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	return db, c
+}
+
+func cachedCorpus(n int, ms []memory.Memory) (string, error) {
+	corpusCache.Lock()
+	defer corpusCache.Unlock()
+	if f, ok := corpusCache.files[n]; ok {
+		return f, nil
+	}
+	if corpusCache.dir == "" {
+		dir, err := os.MkdirTemp("", "custody-bench-")
+		if err != nil {
+			return "", err
+		}
+		corpusCache.dir, corpusCache.files = dir, make(map[int]string)
+	}
+	dir := filepath.Join(corpusCache.dir, fmt.Sprint(n))
 	ctx := context.Background()
-	start := time.Now()
-	err := db.tx(ctx, func(tx *sql.Tx) error {
-		for _, m := range c.Memories(n, t0) {
-			id, err := memory.NewID()
-			if err != nil {
-				return err
-			}
-			if err := insertMemory(ctx, tx, nsA, m, id); err != nil {
+	db, err := Open(ctx, dir)
+	if err != nil {
+		return "", err
+	}
+	ids := make([]int64, len(ms))
+	for i := range ids {
+		if ids[i], err = memory.NewID(); err != nil {
+			return "", err
+		}
+	}
+	slices.Sort(ids) // appends to the table's b-tree
+	err = db.tx(ctx, func(tx *sql.Tx) error {
+		for i, m := range ms {
+			if err := db.insertMemory(ctx, tx, nsA, m, ids[i]); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-	if err != nil {
-		b.Fatalf("build corpus: %v", err)
+	if err == nil {
+		_, err = db.db.ExecContext(ctx, `PRAGMA optimize`)
 	}
-	b.Logf("built a corpus of %d memories in %v", n, time.Since(start).Round(time.Millisecond))
-	return db, c
+	if cerr := db.Close(); err == nil {
+		err = cerr // closing the last connection checkpoints the WAL into the file
+	}
+	if err != nil {
+		return "", err
+	}
+	f := filepath.Join(dir, FileName)
+	corpusCache.files[n] = f
+	return f, nil
 }
 
+func copyFile(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
+}
+
+// BenchmarkRemember reports remember latency (a new memory, one in four
+// with a key that supersedes an earlier one) against its floor measured
+// in the same run, interleaved: a write of 512 bytes and its fsync in the
+// database's directory (storetest.SyncFloor).
 func BenchmarkRemember(b *testing.B) {
-	db, c := buildCorpus(b, benchCorpus)
-	ctx := context.Background()
-	i := 0
-	for b.Loop() {
-		i++
-		m := memory.Memory{Kind: "note", Text: fmt.Sprintf("%s #%d", c.Text(1), i), Session: "pod-bench", CreatedAt: time.Now()}
-		if i%4 == 0 {
-			m.Key = fmt.Sprintf("bench-key-%d", i%64) // supersedes an earlier one
-		}
-		if _, err := db.RememberMemory(ctx, nsA, m); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-func BenchmarkRecall(b *testing.B) {
-	db, _ := buildCorpus(b, benchCorpus)
-	ctx := context.Background()
-	queries := storetest.RecallQueries()
-	// The floor: the bare FTS5 match, ranked by bm25, that every keyword
-	// recall must run, without the tenant/agent filter and row fetch.
-	floorQ, err := db.db.PrepareContext(ctx, `SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT 10`)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer floorQ.Close()
-	var lat, floor []time.Duration
-	per := make([][]time.Duration, len(queries))
-	i := 0
-	for b.Loop() {
-		q := queries[i%len(queries)]
-		q.Limit = 10
-		start := time.Now()
-		if _, err := db.RecallMemories(ctx, nsA, q); err != nil {
-			b.Fatal(err)
-		}
-		d := time.Since(start)
-		lat = append(lat, d)
-		per[i%len(queries)] = append(per[i%len(queries)], d)
-		if m := ftsQuery(q.Text); m != "" {
-			start = time.Now()
-			rows, err := floorQ.QueryContext(ctx, m)
+	for _, n := range storetest.BenchSizes {
+		b.Run(storetest.BenchSizeName(n), func(b *testing.B) {
+			db, c := openCorpus(b, n)
+			floor, err := storetest.NewSyncFloor(b.TempDir())
 			if err != nil {
 				b.Fatal(err)
 			}
-			for rows.Next() {
+			defer floor.Close()
+			ctx := context.Background()
+			var lat, floors []time.Duration
+			i := 0
+			for b.Loop() {
+				i++
+				m := memory.Memory{Kind: "note", Text: fmt.Sprintf("%s #%d", c.Text(1), i), Session: "pod-remember", CreatedAt: time.Now()}
+				if i%4 == 0 {
+					m.Key = fmt.Sprintf("bench-key-%d", i%64) // supersedes an earlier one
+				}
+				start := time.Now()
+				if _, err := db.RememberMemory(ctx, nsA, m); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+				d, err := floor.Measure()
+				if err != nil {
+					b.Fatal(err)
+				}
+				floors = append(floors, d)
 			}
-			rows.Close()
-			floor = append(floor, time.Since(start))
-		}
-		i++
+			storetest.ReportLatency(b, lat, floors)
+		})
 	}
-	storetest.ReportRecall(b, queries, per, lat, floor, benchCorpus)
+}
+
+// BenchmarkRecall reports recall latency over storetest.RecallQueries
+// against a floor measured in the same run, interleaved: the bare FTS5
+// match of the same query ranked by bm25, without the namespace filter
+// and row fetch.
+func BenchmarkRecall(b *testing.B) {
+	for _, n := range storetest.BenchSizes {
+		b.Run(storetest.BenchSizeName(n), func(b *testing.B) {
+			db, _ := openCorpus(b, n)
+			ctx := context.Background()
+			queries := storetest.RecallQueries()
+			floorQ, err := db.db.PrepareContext(ctx, `SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT 10`)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer floorQ.Close()
+			var lat, floor []time.Duration
+			per := make([][]time.Duration, len(queries))
+			perFloor := make([][]time.Duration, len(queries))
+			i := 0
+			for b.Loop() {
+				q := queries[i%len(queries)]
+				q.Limit = 10
+				start := time.Now()
+				if _, err := db.RecallMemories(ctx, nsA, q); err != nil {
+					b.Fatal(err)
+				}
+				d := time.Since(start)
+				lat = append(lat, d)
+				per[i%len(queries)] = append(per[i%len(queries)], d)
+				if m := ftsQuery(q.Text); m != "" {
+					start = time.Now()
+					rows, err := floorQ.QueryContext(ctx, m)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for rows.Next() {
+					}
+					rows.Close()
+					floor = append(floor, time.Since(start))
+					perFloor[i%len(queries)] = append(perFloor[i%len(queries)], time.Since(start))
+				}
+				i++
+			}
+			storetest.LogFloors(b, queries, perFloor)
+			storetest.ReportRecall(b, queries, per, lat, floor, n)
+		})
+	}
 }

@@ -24,8 +24,23 @@ type queryRower interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// getState reads slot name of ns, or returns memory.ErrNotFound.
-func getState(ctx context.Context, q queryRower, ns memory.Namespace, name string) (stateRow, error) {
+// Statements of working state and leases.
+const (
+	sqlGetState = `SELECT version, state, updated_at, updated_by, lease_epoch, lease_holder, lease_identity, lease_expires_at
+		FROM memory_state WHERE tenant = ? AND agent = ? AND name = ?`
+	sqlInsertLease = `INSERT INTO memory_state (tenant, agent, name, version, lease_epoch, lease_holder, lease_identity, lease_expires_at)
+		VALUES (?, ?, ?, 0, 1, ?, ?, ?)`
+	sqlUpdateLease = `UPDATE memory_state SET lease_epoch = ?, lease_holder = ?, lease_identity = ?, lease_expires_at = ?
+		WHERE tenant = ? AND agent = ? AND name = ?`
+	sqlPutState = `UPDATE memory_state SET version = version + 1, state = ?, updated_at = ?, updated_by = ?
+		WHERE tenant = ? AND agent = ? AND name = ?`
+	sqlReleaseLease = `UPDATE memory_state SET lease_holder = NULL, lease_identity = NULL, lease_expires_at = NULL
+		WHERE tenant = ? AND agent = ? AND name = ?`
+)
+
+// getState reads slot name of ns in tx, or outside a transaction if tx
+// is nil; it returns memory.ErrNotFound if there is no such slot.
+func (d *DB) getState(ctx context.Context, tx *sql.Tx, ns memory.Namespace, name string) (stateRow, error) {
 	var (
 		r         = stateRow{state: memory.State{Name: name}}
 		value     []byte
@@ -35,10 +50,19 @@ func getState(ctx context.Context, q queryRower, ns memory.Namespace, name strin
 		identity  sql.NullString
 		expires   sql.NullInt64
 	)
-	err := q.QueryRowContext(ctx,
-		`SELECT version, state, updated_at, updated_by, lease_epoch, lease_holder, lease_identity, lease_expires_at
-		 FROM memory_state WHERE tenant = ? AND agent = ? AND name = ?`,
-		ns.Tenant, ns.Agent, name).
+	var (
+		st  *sql.Stmt
+		err error
+	)
+	if tx != nil {
+		st, err = d.stmts.inTx(ctx, tx, sqlGetState)
+	} else {
+		st, err = d.stmts.get(ctx, sqlGetState)
+	}
+	if err != nil {
+		return stateRow{}, err
+	}
+	err = st.QueryRowContext(ctx, ns.Tenant, ns.Agent, name).
 		Scan(&r.state.Version, &value, &updatedAt, &updatedBy, &r.epoch, &holder, &identity, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return stateRow{}, memory.ErrNotFound
@@ -69,7 +93,7 @@ func getState(ctx context.Context, q queryRower, ns memory.Namespace, name strin
 
 // GetWorkingState implements memory.Store.
 func (d *DB) GetWorkingState(ctx context.Context, ns memory.Namespace, name string) (memory.State, error) {
-	r, err := getState(ctx, d.db, ns, name)
+	r, err := d.getState(ctx, nil, ns, name)
 	if errors.Is(err, memory.ErrNotFound) {
 		return memory.State{}, err
 	}
@@ -88,14 +112,10 @@ func (d *DB) AcquireStateLease(ctx context.Context, ns memory.Namespace, name st
 	now, expires := millis(req.Now), millis(req.Now.Add(req.TTL))
 	var g memory.Grant
 	err = d.tx(ctx, func(tx *sql.Tx) error {
-		r, err := getState(ctx, tx, ns, name)
+		r, err := d.getState(ctx, tx, ns, name)
 		if errors.Is(err, memory.ErrNotFound) {
 			g = memory.Grant{Name: name, Epoch: 1, ExpiresAt: fromMillis(expires)}
-			_, err := tx.ExecContext(ctx,
-				`INSERT INTO memory_state (tenant, agent, name, version, lease_epoch, lease_holder, lease_identity, lease_expires_at)
-				 VALUES (?, ?, ?, 0, 1, ?, ?, ?)`,
-				ns.Tenant, ns.Agent, name, memory.HolderKey(req.Holder), string(identity), expires)
-			return err
+			return d.execInTx(ctx, tx, sqlInsertLease, ns.Tenant, ns.Agent, name, memory.HolderKey(req.Holder), string(identity), expires)
 		}
 		if err != nil {
 			return err
@@ -104,10 +124,7 @@ func (d *DB) AcquireStateLease(ctx context.Context, ns memory.Namespace, name st
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE memory_state SET lease_epoch = ?, lease_holder = ?, lease_identity = ?, lease_expires_at = ?
-			 WHERE tenant = ? AND agent = ? AND name = ?`,
-			epoch, memory.HolderKey(req.Holder), string(identity), expires, ns.Tenant, ns.Agent, name); err != nil {
+		if err := d.execInTx(ctx, tx, sqlUpdateLease, epoch, memory.HolderKey(req.Holder), string(identity), expires, ns.Tenant, ns.Agent, name); err != nil {
 			return err
 		}
 		g = memory.Grant{Name: name, Epoch: epoch, ExpiresAt: fromMillis(expires), Version: r.state.Version, Value: r.state.Value}
@@ -128,7 +145,7 @@ func (d *DB) PutWorkingState(ctx context.Context, ns memory.Namespace, name stri
 	now := millis(req.Now)
 	var st memory.State
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		r, err := getState(ctx, tx, ns, name)
+		r, err := d.getState(ctx, tx, ns, name)
 		if errors.Is(err, memory.ErrNotFound) {
 			return memory.ErrLeaseLost
 		}
@@ -138,10 +155,7 @@ func (d *DB) PutWorkingState(ctx context.Context, ns memory.Namespace, name stri
 		if err := memory.CheckPut(r.state.Lease, r.holderKey, r.state.Version, req, fromMillis(now)); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx,
-			`UPDATE memory_state SET version = version + 1, state = ?, updated_at = ?, updated_by = ?
-			 WHERE tenant = ? AND agent = ? AND name = ?`,
-			[]byte(req.Value), now, req.Holder.Session, ns.Tenant, ns.Agent, name); err != nil {
+		if err := d.execInTx(ctx, tx, sqlPutState, []byte(req.Value), now, req.Holder.Session, ns.Tenant, ns.Agent, name); err != nil {
 			return err
 		}
 		st = r.state
@@ -163,7 +177,7 @@ func (d *DB) PutWorkingState(ctx context.Context, ns memory.Namespace, name stri
 // ReleaseStateLease implements memory.Store.
 func (d *DB) ReleaseStateLease(ctx context.Context, ns memory.Namespace, name string, holder apikey.Identity, epoch int64) error {
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		r, err := getState(ctx, tx, ns, name)
+		r, err := d.getState(ctx, tx, ns, name)
 		if errors.Is(err, memory.ErrNotFound) {
 			return memory.ErrLeaseLost
 		}
@@ -173,11 +187,7 @@ func (d *DB) ReleaseStateLease(ctx context.Context, ns memory.Namespace, name st
 		if err := memory.CheckRelease(r.state.Lease, r.holderKey, holder, epoch); err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx,
-			`UPDATE memory_state SET lease_holder = NULL, lease_identity = NULL, lease_expires_at = NULL
-			 WHERE tenant = ? AND agent = ? AND name = ?`,
-			ns.Tenant, ns.Agent, name)
-		return err
+		return d.execInTx(ctx, tx, sqlReleaseLease, ns.Tenant, ns.Agent, name)
 	})
 	if errors.Is(err, memory.ErrLeaseLost) {
 		return err
@@ -186,4 +196,14 @@ func (d *DB) ReleaseStateLease(ctx context.Context, ns memory.Namespace, name st
 		return fmt.Errorf("sqlite: release state lease: %w", err)
 	}
 	return nil
+}
+
+// execInTx runs the prepared statement of query with args in tx.
+func (d *DB) execInTx(ctx context.Context, tx *sql.Tx, query string, args ...any) error {
+	st, err := d.stmts.inTx(ctx, tx, query)
+	if err != nil {
+		return err
+	}
+	_, err = st.ExecContext(ctx, args...)
+	return err
 }

@@ -27,6 +27,8 @@ const FileName = "custody.db"
 // DB is an open custody database. It is safe for concurrent use.
 type DB struct {
 	db *sql.DB
+	// stmts are the hot statements, prepared once (see stmts).
+	stmts *stmts
 }
 
 // Open opens (creating if needed) dir/custody.db and brings its schema up
@@ -53,10 +55,14 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	d := &DB{db: db}
+	d := &DB{db: db, stmts: newStmts(db)}
 	if err := d.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if err := d.stmts.prepare(ctx, memoryTxStatements...); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	return d, nil
 }
@@ -87,7 +93,9 @@ func pingOpening(ctx context.Context, db *sql.DB) error {
 const sqliteBusy = 5
 
 // Close closes the database.
-func (d *DB) Close() error { return d.db.Close() }
+func (d *DB) Close() error {
+	return errors.Join(d.stmts.close(), d.db.Close())
+}
 
 // Ping checks that the database answers (for readiness).
 func (d *DB) Ping(ctx context.Context) error {

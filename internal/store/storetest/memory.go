@@ -42,6 +42,7 @@ func Memory(t *testing.T, open func(testing.TB) memory.Store) {
 		{"RecallRanking", testRecallRanking},
 		{"RecallText", testRecallText},
 		{"RecallSyntaxNotInterpreted", testRecallSyntaxNotInterpreted},
+		{"RecallOtherNamespaceRanksFirst", testRecallOtherNamespaceRanksFirst},
 		{"StateLifecycle", testStateLifecycle},
 		{"LeaseEpochs", testLeaseEpochs},
 		{"LeaseHolderKey", testLeaseHolderKey},

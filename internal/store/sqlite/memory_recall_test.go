@@ -1,0 +1,143 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentcustody/custody/internal/memory"
+)
+
+var nsB = memory.Namespace{Tenant: "agents", Agent: "run-2"}
+
+// bulkRemember inserts texts into ns in one transaction.
+func bulkRemember(t *testing.T, db *DB, ns memory.Namespace, texts []string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var ids []string
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		for i, text := range texts {
+			id, err := memory.NewID()
+			if err != nil {
+				return err
+			}
+			ids = append(ids, memory.FormatID(id))
+			if err := db.insertMemory(ctx, tx, ns, memory.Memory{Kind: "note", Text: text, Session: "pod", CreatedAt: t0.Add(time.Duration(i) * time.Second)}, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// exactRecall runs recallSQL alone (exact below recallCap matches in ns).
+func exactRecall(t *testing.T, db *DB, ns memory.Namespace, q memory.Query) []string {
+	t.Helper()
+	query, args := recallSQL(ns, q)
+	rows, err := db.db.Query(query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		m, err := scanMemory(rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
+
+// TestRecallOtherNamespacesRankFirst: the best FTS5 candidates of the
+// index are all another namespace's; a recall still returns only its own
+// namespace's memories, best first, as the exact statement does.
+func TestRecallOtherNamespacesRankFirst(t *testing.T) {
+	db := openTestDB(t)
+	var strong, weak []string
+	for i := range 300 {
+		strong = append(strong, fmt.Sprintf("alpha alpha alpha %d", i))
+	}
+	for i := range 15 {
+		weak = append(weak, fmt.Sprintf("alpha %s %d", strings.Repeat("filler ", i%5+1), i))
+	}
+	bIDs := bulkRemember(t, db, nsB, strong)
+	aIDs := bulkRemember(t, db, nsA, weak)
+	for _, limit := range []int{1, 3, 10, 20} {
+		q := memory.Query{Text: "alpha", Limit: limit}
+		got, err := db.RecallMemories(context.Background(), nsA, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := memIDList(got)
+		if want := exactRecall(t, db, nsA, q); !slices.Equal(ids, want) {
+			t.Errorf("RecallMemories(limit %d) = %v, want %v", limit, ids, want)
+		}
+		if len(ids) != min(limit, len(aIDs)) {
+			t.Errorf("RecallMemories(limit %d) returned %d, want %d", limit, len(ids), min(limit, len(aIDs)))
+		}
+		for _, id := range ids {
+			if slices.Contains(bIDs, id) {
+				t.Fatalf("RecallMemories(limit %d) returned %s of another namespace", limit, id)
+			}
+		}
+	}
+}
+
+// TestRecallBroadQueryBounded: a query matching more than recallCap
+// memories, most of another namespace, still returns this namespace's
+// matches and no other's.
+func TestRecallBroadQueryBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("inserts over 2000 memories")
+	}
+	db := openTestDB(t)
+	var other, own []string
+	for i := range recallCap + 100 {
+		other = append(other, fmt.Sprintf("common common word %d", i))
+	}
+	for i := range 5 {
+		own = append(own, fmt.Sprintf("common here %d", i))
+	}
+	bIDs := bulkRemember(t, db, nsB, other)
+	aIDs := bulkRemember(t, db, nsA, own)
+	got, err := db.RecallMemories(context.Background(), nsA, memory.Query{Text: "common", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := memIDList(got)
+	slices.Sort(ids)
+	slices.Sort(aIDs)
+	if !slices.Equal(ids, aIDs) {
+		t.Errorf("RecallMemories(common) = %v, want this namespace's %v", ids, aIDs)
+	}
+	got, err = db.RecallMemories(context.Background(), nsB, memory.Query{Text: "common", Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 10 {
+		t.Errorf("RecallMemories(nsB, common) returned %d, want 10", len(got))
+	}
+	for _, m := range got {
+		if !slices.Contains(bIDs, m.ID) {
+			t.Errorf("RecallMemories(nsB, common) returned %s, not of nsB", m.ID)
+		}
+	}
+}
+
+func memIDList(ms []memory.Memory) []string {
+	var ids []string
+	for _, m := range ms {
+		ids = append(ids, m.ID)
+	}
+	return ids
+}
