@@ -85,91 +85,97 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 
 func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
 
-// insertRows runs INSERT head VALUES (…),(…) for n rows of width columns
-// in chunks, with args(i) the i-th row's values.
-func insertRows(ctx context.Context, tx *sql.Tx, head string, width, n int, args func(i int) []any) error {
-	const chunk = 128
-	for start := 0; start < n; start += chunk {
-		end := min(start+chunk, n)
-		var q strings.Builder
-		q.WriteString(head)
-		q.WriteString(" VALUES ")
-		row := "(" + strings.Repeat("?,", width-1) + "?)"
-		vals := make([]any, 0, (end-start)*width)
-		for i := start; i < end; i++ {
-			if i > start {
-				q.WriteByte(',')
-			}
-			q.WriteString(row)
-			vals = append(vals, args(i)...)
-		}
-		if _, err := tx.ExecContext(ctx, q.String(), vals...); err != nil {
-			return err
-		}
+// The signer's inserts and checkExtends's reads, prepared at Open (see
+// signerTxStatements): a group commit runs only these.
+var (
+	insLeaves = newRowInsert(`INSERT INTO signer_leaves (idx, run, run_seq, type, record)`, 5)
+	insHashes = newRowInsert(`INSERT INTO signer_hashes (idx, hash)`, 2)
+	insSalts  = newRowInsert(`INSERT INTO signer_salts (idx, salt)`, 2)
+	insRuns   = newRowInsert(`INSERT INTO signer_runs (run, tenant, agent, session, identity, created_at)`, 6)
+	insCalls  = newRowInsert(`INSERT INTO signer_calls (run, call_id, tool, effect, idx, commitment)`, 6)
+	insDigest = newRowInsert(`INSERT INTO signer_arg_digests (run, idx, pos, kind, tool, digest)`, 6)
+	insInbox  = newRowInsert(`INSERT INTO signer_inbox (data)`, 1)
+)
+
+const (
+	sqlCloseRun = `UPDATE signer_runs SET closed_reason = ? WHERE run = ?`
+	sqlApproval = `INSERT OR REPLACE INTO signer_approvals
+	(id, run, call_id, tool, idx, commitment, created_at, expires_at, state, resolved_at) VALUES (?,?,?,?,?,?,?,?,?,?)`
+	sqlMeta      = `INSERT OR REPLACE INTO signer_meta (name, value) VALUES (?, ?)`
+	sqlInboxDone = `DELETE FROM signer_inbox WHERE id = ?`
+	sqlLastLeaf  = `SELECT MAX(idx) FROM signer_leaves`
+	// One MAX per run, an index lookup on (run, run_seq).
+	sqlRunHead = `SELECT MAX(run_seq) FROM signer_leaves WHERE run = ?`
+)
+
+// signerTxStatements are the statements AppendBatch runs.
+var signerTxStatements = func() []string {
+	out := []string{sqlCloseRun, sqlApproval, sqlMeta, sqlInboxDone, sqlLastLeaf, sqlRunHead}
+	for _, ins := range []rowInsert{insLeaves, insHashes, insSalts, insRuns, insCalls, insDigest, insInbox} {
+		out = append(out, ins.statements()...)
 	}
-	return nil
-}
+	return out
+}()
 
 // AppendBatch implements signer.Store. Its IMMEDIATE transaction holds
 // the file's write lock from the start, so the check that b extends the
 // stored log (signer.Batch.Extends; errors wrap signer.ErrLogConflict)
 // and the inserts are one step even against another process writing the
-// same file.
+// same file. Every statement it runs is prepared once.
 func (d *DB) AppendBatch(ctx context.Context, b *signer.Batch) error {
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		if err := checkExtends(ctx, tx, b); err != nil {
+		if err := d.checkExtends(ctx, tx, b); err != nil {
 			return err
 		}
-		if err := insertRows(ctx, tx, `INSERT INTO signer_leaves (idx, run, run_seq, type, record)`, 5, len(b.Leaves), func(i int) []any {
+		if err := d.insertRows(ctx, tx, insLeaves, len(b.Leaves), func(i int) []any {
 			l := &b.Leaves[i]
 			return []any{l.Index, l.Run, l.RunSeq, l.Type, l.Record}
 		}); err != nil {
 			return fmt.Errorf("leaves: %w", err)
 		}
-		if err := insertRows(ctx, tx, `INSERT INTO signer_hashes (idx, hash)`, 2, len(b.Hashes), func(i int) []any {
+		if err := d.insertRows(ctx, tx, insHashes, len(b.Hashes), func(i int) []any {
 			return []any{b.Hashes[i].Index, b.Hashes[i].Hash[:]}
 		}); err != nil {
 			return fmt.Errorf("hashes: %w", err)
 		}
-		if err := insertRows(ctx, tx, `INSERT INTO signer_salts (idx, salt)`, 2, len(b.Salts), func(i int) []any {
+		if err := d.insertRows(ctx, tx, insSalts, len(b.Salts), func(i int) []any {
 			return []any{b.Salts[i].Index, b.Salts[i].Salt}
 		}); err != nil {
 			return fmt.Errorf("salts: %w", err)
 		}
-		if err := insertRows(ctx, tx, `INSERT INTO signer_runs (run, tenant, agent, session, identity, created_at)`, 6, len(b.NewRuns), func(i int) []any {
+		if err := d.insertRows(ctx, tx, insRuns, len(b.NewRuns), func(i int) []any {
 			r := &b.NewRuns[i]
 			return []any{r.ID, r.Tenant, r.Agent, r.Session, string(r.Identity), ms(r.CreatedAt)}
 		}); err != nil {
 			return fmt.Errorf("runs: %w", err)
 		}
-		for _, c := range b.ClosedRuns {
-			if _, err := tx.ExecContext(ctx, `UPDATE signer_runs SET closed_reason = ? WHERE run = ?`, c.Reason, c.ID); err != nil {
-				return fmt.Errorf("close run: %w", err)
-			}
+		if err := d.execEach(ctx, tx, sqlCloseRun, len(b.ClosedRuns), func(i int) []any {
+			return []any{b.ClosedRuns[i].Reason, b.ClosedRuns[i].ID}
+		}); err != nil {
+			return fmt.Errorf("close run: %w", err)
 		}
-		if err := insertRows(ctx, tx, `INSERT INTO signer_calls (run, call_id, tool, effect, idx, commitment)`, 6, len(b.Calls), func(i int) []any {
+		if err := d.insertRows(ctx, tx, insCalls, len(b.Calls), func(i int) []any {
 			c := &b.Calls[i]
 			return []any{c.Run, c.CallID, c.Tool, c.Effect, c.Index, c.Commitment}
 		}); err != nil {
 			return fmt.Errorf("calls: %w", err)
 		}
-		for _, a := range b.Approvals {
+		if err := d.execEach(ctx, tx, sqlApproval, len(b.Approvals), func(i int) []any {
+			a := &b.Approvals[i]
 			var resolved any
 			if !a.ResolvedAt.IsZero() {
 				resolved = ms(a.ResolvedAt)
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO signer_approvals
-				(id, run, call_id, tool, idx, commitment, created_at, expires_at, state, resolved_at) VALUES (?,?,?,?,?,?,?,?,?,?)`,
-				a.ID, a.Run, a.CallID, a.Tool, a.Index, a.Commitment, ms(a.CreatedAt), ms(a.ExpiresAt), a.State, resolved); err != nil {
-				return fmt.Errorf("approval: %w", err)
-			}
+			return []any{a.ID, a.Run, a.CallID, a.Tool, a.Index, a.Commitment, ms(a.CreatedAt), ms(a.ExpiresAt), a.State, resolved}
+		}); err != nil {
+			return fmt.Errorf("approval: %w", err)
 		}
 		for k, v := range b.Meta {
-			if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO signer_meta (name, value) VALUES (?, ?)`, k, v); err != nil {
+			if err := d.execEach(ctx, tx, sqlMeta, 1, func(int) []any { return []any{k, v} }); err != nil {
 				return fmt.Errorf("meta: %w", err)
 			}
 		}
-		return appendInbox(ctx, tx, b)
+		return d.appendInbox(ctx, tx, b)
 	})
 	if err != nil {
 		return fmt.Errorf("sqlite: append signer batch: %w", err)
@@ -177,14 +183,36 @@ func (d *DB) AppendBatch(ctx context.Context, b *signer.Batch) error {
 	return nil
 }
 
+// execEach runs the prepared statement query n times in tx, with args(i)
+// the i-th run's values.
+func (d *DB) execEach(ctx context.Context, tx *sql.Tx, query string, n int, args func(i int) []any) error {
+	if n == 0 {
+		return nil
+	}
+	st, err := d.stmts.inTx(ctx, tx, query)
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		if _, err := st.ExecContext(ctx, args(i)...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // checkExtends reads the stored tree size and the heads of b's runs in tx
 // and checks that b extends them.
-func checkExtends(ctx context.Context, tx *sql.Tx, b *signer.Batch) error {
+func (d *DB) checkExtends(ctx context.Context, tx *sql.Tx, b *signer.Batch) error {
 	if len(b.Leaves) == 0 {
 		return nil
 	}
+	st, err := d.stmts.inTx(ctx, tx, sqlLastLeaf)
+	if err != nil {
+		return fmt.Errorf("tree size: %w", err)
+	}
 	var last sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT MAX(idx) FROM signer_leaves`).Scan(&last); err != nil {
+	if err := st.QueryRowContext(ctx).Scan(&last); err != nil {
 		return fmt.Errorf("tree size: %w", err)
 	}
 	size := int64(0)
@@ -193,34 +221,16 @@ func checkExtends(ctx context.Context, tx *sql.Tx, b *signer.Batch) error {
 	}
 	runs := b.LeafRuns()
 	heads := make(map[string]int64, len(runs))
-	for start := 0; start < len(runs); start += 500 {
-		part := runs[start:min(start+500, len(runs))]
-		args := make([]any, len(part))
-		for i, r := range part {
-			args[i] = r
-		}
-		// One MAX per run, each an index lookup (a GROUP BY would scan
-		// every leaf of the runs).
-		rows, err := tx.QueryContext(ctx, `WITH r(run) AS (VALUES (?)`+strings.Repeat(",(?)", len(part)-1)+`)
-			SELECT run, (SELECT MAX(run_seq) FROM signer_leaves l WHERE l.run = r.run) FROM r`, args...)
-		if err != nil {
+	if st, err = d.stmts.inTx(ctx, tx, sqlRunHead); err != nil {
+		return fmt.Errorf("run heads: %w", err)
+	}
+	for _, r := range runs {
+		var h sql.NullInt64
+		if err := st.QueryRowContext(ctx, r).Scan(&h); err != nil {
 			return fmt.Errorf("run heads: %w", err)
 		}
-		for rows.Next() {
-			var r string
-			var h sql.NullInt64
-			if err := rows.Scan(&r, &h); err != nil {
-				rows.Close()
-				return fmt.Errorf("run heads: %w", err)
-			}
-			if h.Valid {
-				heads[r] = h.Int64
-			}
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return fmt.Errorf("run heads: %w", err)
+		if h.Valid {
+			heads[r] = h.Int64
 		}
 	}
 	return b.Extends(size, heads)

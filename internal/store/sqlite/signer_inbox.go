@@ -34,7 +34,7 @@ func (d *DB) PutInbox(ctx context.Context, entries [][]byte) error {
 		return nil
 	}
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		return insertRows(ctx, tx, `INSERT INTO signer_inbox (data)`, 1, len(entries), func(i int) []any {
+		return d.insertRows(ctx, tx, insInbox, len(entries), func(i int) []any {
 			return []any{entries[i]}
 		})
 	})
@@ -88,8 +88,8 @@ func (d *DB) ArgDigests(ctx context.Context, run string) ([]signer.ArgDigest, er
 
 // appendInbox writes a batch's argument digests and removes the inbox
 // entries it recorded, in AppendBatch's transaction.
-func appendInbox(ctx context.Context, tx *sql.Tx, b *signer.Batch) error {
-	if err := insertRows(ctx, tx, `INSERT INTO signer_arg_digests (run, idx, pos, kind, tool, digest)`, 6, len(b.Digests), func(i int) []any {
+func (d *DB) appendInbox(ctx context.Context, tx *sql.Tx, b *signer.Batch) error {
+	if err := d.insertRows(ctx, tx, insDigest, len(b.Digests), func(i int) []any {
 		a := &b.Digests[i]
 		var digest any
 		if a.Digest != nil {
@@ -99,10 +99,10 @@ func appendInbox(ctx context.Context, tx *sql.Tx, b *signer.Batch) error {
 	}); err != nil {
 		return fmt.Errorf("arg digests: %w", err)
 	}
-	for _, id := range b.InboxDone {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM signer_inbox WHERE id = ?`, id); err != nil {
-			return fmt.Errorf("inbox: %w", err)
-		}
+	if err := d.execEach(ctx, tx, sqlInboxDone, len(b.InboxDone), func(i int) []any {
+		return []any{b.InboxDone[i]}
+	}); err != nil {
+		return fmt.Errorf("inbox: %w", err)
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -60,7 +61,7 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
-	if err := d.stmts.prepare(ctx, memoryTxStatements...); err != nil {
+	if err := d.stmts.prepare(ctx, slices.Concat(memoryTxStatements, signerTxStatements)...); err != nil {
 		d.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
