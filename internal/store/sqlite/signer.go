@@ -123,8 +123,11 @@ var signerTxStatements = func() []string {
 // and the inserts are one step even against another process writing the
 // same file. Every statement it runs is prepared once.
 func (d *DB) AppendBatch(ctx context.Context, b *signer.Batch) error {
+	var size int64
+	var heads map[string]int64
 	err := d.tx(ctx, func(tx *sql.Tx) error {
-		if err := d.checkExtends(ctx, tx, b); err != nil {
+		var err error
+		if size, heads, err = d.checkExtends(ctx, tx, b); err != nil {
 			return err
 		}
 		if err := d.insertRows(ctx, tx, insLeaves, len(b.Leaves), func(i int) []any {
@@ -178,7 +181,11 @@ func (d *DB) AppendBatch(ctx context.Context, b *signer.Batch) error {
 		return d.appendInbox(ctx, tx, b)
 	})
 	if err != nil {
+		d.heads.forget()
 		return fmt.Errorf("sqlite: append signer batch: %w", err)
+	}
+	if len(b.Leaves) > 0 {
+		d.heads.committed(size, heads, b)
 	}
 	return nil
 }
@@ -201,39 +208,42 @@ func (d *DB) execEach(ctx context.Context, tx *sql.Tx, query string, n int, args
 	return nil
 }
 
-// checkExtends reads the stored tree size and the heads of b's runs in tx
-// and checks that b extends them.
-func (d *DB) checkExtends(ctx context.Context, tx *sql.Tx, b *signer.Batch) error {
+// checkExtends reads the stored tree size in tx and the heads of b's runs
+// (from d.heads when nothing was written since this handle's last commit,
+// else from tx) and checks that b extends them. It returns the size and
+// heads it checked against.
+func (d *DB) checkExtends(ctx context.Context, tx *sql.Tx, b *signer.Batch) (int64, map[string]int64, error) {
 	if len(b.Leaves) == 0 {
-		return nil
+		return 0, nil, nil
 	}
 	st, err := d.stmts.inTx(ctx, tx, sqlLastLeaf)
 	if err != nil {
-		return fmt.Errorf("tree size: %w", err)
+		return 0, nil, fmt.Errorf("tree size: %w", err)
 	}
 	var last sql.NullInt64
 	if err := st.QueryRowContext(ctx).Scan(&last); err != nil {
-		return fmt.Errorf("tree size: %w", err)
+		return 0, nil, fmt.Errorf("tree size: %w", err)
 	}
 	size := int64(0)
 	if last.Valid {
 		size = last.Int64 + 1
 	}
-	runs := b.LeafRuns()
-	heads := make(map[string]int64, len(runs))
-	if st, err = d.stmts.inTx(ctx, tx, sqlRunHead); err != nil {
-		return fmt.Errorf("run heads: %w", err)
+	heads, missing := d.heads.lookup(size, b.LeafRuns())
+	if len(missing) > 0 {
+		if st, err = d.stmts.inTx(ctx, tx, sqlRunHead); err != nil {
+			return 0, nil, fmt.Errorf("run heads: %w", err)
+		}
 	}
-	for _, r := range runs {
+	for _, r := range missing {
 		var h sql.NullInt64
 		if err := st.QueryRowContext(ctx, r).Scan(&h); err != nil {
-			return fmt.Errorf("run heads: %w", err)
+			return 0, nil, fmt.Errorf("run heads: %w", err)
 		}
 		if h.Valid {
 			heads[r] = h.Int64
 		}
 	}
-	return b.Extends(size, heads)
+	return size, heads, b.Extends(size, heads)
 }
 
 // ReadHashes implements signer.Store.

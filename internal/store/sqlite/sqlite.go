@@ -1,6 +1,9 @@
 // Package sqlite is custody's embedded store: one SQLite database file
 // (modernc.org/sqlite, pure Go) in the data directory, in WAL mode with
 // synchronous=FULL so that a write is durable when its call returns.
+// Temporary tables, sorts and statement journals are kept in memory
+// (temp_store=MEMORY): a multi-row insert in a transaction would
+// otherwise write its statement journal to a temporary file.
 //
 // A [DB] implements the store interfaces that the domain packages declare
 // (apikey.Store, memory.Store). Write transactions begin IMMEDIATE, so a
@@ -30,6 +33,9 @@ type DB struct {
 	db *sql.DB
 	// stmts are the hot statements, prepared once (see stmts).
 	stmts *stmts
+	// heads is what this handle's own signer commits left in the log
+	// (see headCache).
+	heads headCache
 }
 
 // Open opens (creating if needed) dir/custody.db and brings its schema up
@@ -43,7 +49,7 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	}
 	path := filepath.Join(dir, FileName)
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)"} {
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)", "temp_store(MEMORY)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
