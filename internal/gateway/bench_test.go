@@ -22,6 +22,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -197,6 +198,15 @@ func BenchmarkAddedLatency(b *testing.B) {
 	b.ReportMetric(us(g50), "gw-p50-µs")
 	b.ReportMetric(us(g50-f50), "added-p50-µs")
 	b.ReportMetric(us(percentile(gl, .99)-percentile(fl, .99)), "added-p99-µs")
+	b.ReportMetric(float64(g50)/float64(f50), "p50-x-floor")
+	b.ReportMetric(float64(percentile(gl, .99))/float64(percentile(fl, .99)), "p99-x-floor")
+}
+
+// mallocs is the process's heap allocation count so far.
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
 }
 
 func cpuTime() time.Duration {
@@ -215,16 +225,18 @@ func BenchmarkCPUPerRequest(b *testing.B) {
 	defer e.close()
 	urls := []string{e.upstream.URL + "/v1/chat/completions", e.floor.URL + "/v1/chat/completions", e.gw.URL + "/openai/v1/chat/completions"}
 	var cpu [3]time.Duration
+	var allocs [3]uint64
 	const chunk = 100
 	b.ResetTimer()
 	for done := 0; done < b.N; done += chunk {
 		n := min(chunk, b.N-done)
 		for m, u := range urls {
-			c := cpuTime()
+			c, a := cpuTime(), mallocs()
 			for i := 0; i < n; i++ {
 				e.get(b, u)
 			}
 			cpu[m] += cpuTime() - c
+			allocs[m] += mallocs() - a
 		}
 	}
 	b.StopTimer()
@@ -233,6 +245,11 @@ func BenchmarkCPUPerRequest(b *testing.B) {
 	b.ReportMetric(per(cpu[1]), "floor-cpu-µs/req")
 	b.ReportMetric(per(cpu[2]), "gw-cpu-µs/req")
 	b.ReportMetric(float64(cpu[2])/float64(cpu[1]), "cpu-ratio")
+	// Allocations per request of the whole process (client and upstream
+	// included, the same in every mode).
+	b.ReportMetric(float64(allocs[1])/float64(b.N), "floor-allocs/req")
+	b.ReportMetric(float64(allocs[2])/float64(b.N), "gw-allocs/req")
+	b.ReportMetric(float64(allocs[2]-min(allocs[0], allocs[2]))/float64(max(allocs[1]-min(allocs[0], allocs[1]), 1)), "proxy-allocs-ratio")
 	if cpu[1] > cpu[0] {
 		b.ReportMetric(float64(cpu[2]-cpu[0])/float64(cpu[1]-cpu[0]), "proxy-cpu-ratio")
 	}
