@@ -7,14 +7,14 @@
 #   make cluster  run the local control plane and a real node in the
 #                 foreground (Ctrl-C stops and restores the host)
 #   make node-binaries  build and smoke-check the real node's binaries (cached)
-#   make bench    benchmarks
+#   make bench    the hot paths against their floors (bench-all: every benchmark)
 #   make sdk-ts-test  the TypeScript SDK (sdk/typescript): npm ci, tsc, node --test
 #                 against a custody serve built here
 
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: demo test cluster bench build vet controlplane node-binaries sdk-deps postgres sdk-python-test sdk-ts-test
+.PHONY: demo test cluster bench bench-all build vet controlplane node-binaries sdk-deps postgres sdk-python-test sdk-ts-test
 
 build:
 	$(GO) build -o bin/custody ./cmd/custody
@@ -74,7 +74,22 @@ cluster:
 	$(GO) build -o bin/cluster ./test/e2e/cmd/cluster
 	./bin/cluster
 
-bench:
+# The hot paths against their floors, each floor measured in the same
+# run (ratios named *x-floor*, *x_floor*, *-ratio): the signer's decide
+# (in process and over HTTP on a real custody serve, SQLite and
+# PostgreSQL), memory remember/recall at 10k and 100k, the gateway's CPU,
+# allocations and tail, the identity exchange on a real kube-apiserver.
+# bench-all runs every benchmark.
+BENCH_POSTGRES ?= postgres://postgres@127.0.0.1:5432/postgres
+bench: controlplane postgres
+	$(GO) test -run '^$$' -bench 'BenchmarkDecideAppend$$|BenchmarkDecideAppendPostgres$$' -benchtime 20000x ./internal/signer
+	$(GO) test -run '^$$' -bench 'BenchmarkRemember|BenchmarkRecall' ./internal/store/sqlite ./internal/store/postgres
+	$(GO) test -run '^$$' -bench 'BenchmarkCPUPerRequest|BenchmarkAddedLatency' -benchtime 3000x -count 3 ./internal/gateway
+	$(GO) test -run '^$$' -bench 'BenchmarkExchange' ./internal/kubeauth
+	$(GO) run ./test/bench/cmd/serveload
+	$(GO) run ./test/bench/cmd/serveload -postgres $(BENCH_POSTGRES)
+
+bench-all:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 
 # The TypeScript SDK: its dev dependencies (typescript, @types/node; it has

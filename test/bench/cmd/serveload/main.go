@@ -1,6 +1,6 @@
 // Command serveload measures the signer's decide over HTTP on a real
 // `custody serve` (SQLite in a temporary directory, or PostgreSQL with
-// -database-url), at each concurrency of -clients, beside floors measured
+// -postgres), at each concurrency of -clients, beside floors measured
 // in the same run: one fsync per decide (4 KiB write + fsync in the data
 // directory). It prints, per level, decides/s, p50 and p99, decides per
 // group commit (custody_signer_commits_total) and the server's CPU per
@@ -26,19 +26,19 @@ func main() {
 		bin     = flag.String("custody", "", "custody binary (default: build ./cmd/custody)")
 		clients = flag.String("clients", "1,8,32,128", "concurrency levels, comma-separated")
 		dur     = flag.Duration("duration", 5*time.Second, "time per level")
-		dbURL   = flag.String("database-url", "", "PostgreSQL URL (search_path to an empty schema); empty: SQLite")
+		pgURL   = flag.String("postgres", "", "PostgreSQL server URL: run on a fresh schema there (dropped at the end) instead of SQLite")
 		repo    = flag.String("repo", ".", "the repository root (for deploy/base/policies and ./cmd/custody)")
 	)
 	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer cancel()
-	if err := run(ctx, *bin, *repo, *dbURL, *clients, *dur); err != nil {
+	if err := run(ctx, *bin, *repo, *pgURL, *clients, *dur); err != nil {
 		fmt.Fprintln(os.Stderr, "serveload:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, bin, repo, dbURL, clientList string, dur time.Duration) error {
+func run(ctx context.Context, bin, repo, pgURL, clientList string, dur time.Duration) error {
 	var levels []int
 	for _, f := range strings.Split(clientList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -61,6 +61,15 @@ func run(ctx context.Context, bin, repo, dbURL, clientList string, dur time.Dura
 			return fmt.Errorf("build custody: %w", err)
 		}
 	}
+	dbURL := ""
+	if pgURL != "" {
+		u, drop, err := pgSchema(ctx, pgURL)
+		if err != nil {
+			return err
+		}
+		defer drop()
+		dbURL = u
+	}
 	maxClients := 0
 	for _, n := range levels {
 		maxClients = max(maxClients, n)
@@ -70,18 +79,20 @@ func run(ctx context.Context, bin, repo, dbURL, clientList string, dur time.Dura
 		return err
 	}
 	defer s.stop()
-	store := "SQLite (synchronous=FULL)"
+	store, floorName := "SQLite (synchronous=FULL)", "fsync"
+	floorOf := func() (time.Duration, error) { return fsyncFloor(s.dataDir) }
 	if dbURL != "" {
-		store = "PostgreSQL"
+		store, floorName = "PostgreSQL", "commit"
+		floorOf = func() (time.Duration, error) { return commitFloor(ctx, dbURL) }
 	}
-	floor, err := fsyncFloor(s.dataDir)
+	floor, err := floorOf()
 	if err != nil {
-		return fmt.Errorf("fsync floor: %w", err)
+		return fmt.Errorf("%s floor: %w", floorName, err)
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: maxClients + 4, MaxConnsPerHost: 0}, Timeout: 30 * time.Second}
-	fmt.Printf("signer decide over HTTP, %s, %s per level; fsync floor %s (%.0f/s one fsync per decide)\n",
-		store, dur, floor.Round(time.Microsecond), float64(time.Second)/float64(floor))
-	fmt.Printf("%8s %10s %10s %10s %12s %12s %14s %8s\n", "clients", "decides/s", "p50", "p99", "x_fsync_rate", "per_commit", "cpu/decide", "errors")
+	fmt.Printf("signer decide over HTTP, %s, %s per level; %s floor %s (%.0f/s at one %s per decide)\n",
+		store, dur, floorName, floor.Round(time.Microsecond), float64(time.Second)/float64(floor), floorName)
+	fmt.Printf("%8s %10s %10s %10s %12s %12s %14s %8s\n", "clients", "decides/s", "p50", "p99", "x_floor_rate", "per_commit", "cpu/decide", "errors")
 	for _, n := range levels {
 		lv, err := runLevel(ctx, s, hc, n, dur)
 		if err != nil {
