@@ -61,13 +61,14 @@ func (s *Signer) submit(ctx context.Context, fn func(t *txn) error) error {
 // appendLoop is the group committer. A request is run (checked, signed
 // and added to the in-memory log, in queue order) as soon as it is
 // taken, into the batch being built; the batch is sealed and handed to
-// the commit goroutine the moment that goroutine is free, which commits
-// it in one transaction and then acknowledges its requests. So a commit
-// writes every request that arrived while the commit before it ran (the
-// group commit window is the previous commit, never a fixed wait: a lone
-// caller is committed at once), at most MaxBatch; signing overlaps the
-// commit (a two-stage pipeline using one core each), and batches commit,
-// and are acknowledged, in the order they were built.
+// the commit goroutine once that goroutine is free, which commits it in
+// one transaction and then acknowledges its requests. So a commit writes
+// every request that arrived while the commit before it ran, at most
+// MaxBatch, and signing overlaps the commit (a two-stage pipeline using
+// one core each); batches commit, and are acknowledged, in the order
+// they were built. Once the commit goroutine is free, a batch waits up to
+// CommitWindow for the callers the last commit acknowledged, while fewer
+// of them have come back than it acknowledged (see Options.CommitWindow).
 func (s *Signer) appendLoop() {
 	defer close(s.loopDone)
 	commits := make(chan *txn)
@@ -90,15 +91,34 @@ func (s *Signer) appendLoop() {
 	txns := [2]*txn{{s: s}, {s: s}}
 	t, next := txns[0], 1
 	t.begin()
-	free, stopping := false, false
+	window := time.NewTimer(time.Hour)
+	window.Stop()
+	var (
+		free, stopping bool
+		sent, acked    int  // requests in the batch last sent; in the one last acknowledged
+		back           int  // requests taken since the last acknowledgement
+		waiting        bool // window runs
+		waited         bool // window ran out for this batch
+	)
 	for {
 		if free && len(t.reqs) > 0 {
-			s.seal(t)
-			commits <- t
-			free = false
-			t, next = txns[next], next^1
-			t.begin()
-			continue
+			if !stopping && !waited && back < acked && len(t.reqs) < s.opts.MaxBatch && s.opts.CommitWindow > 0 {
+				if !waiting {
+					window.Reset(s.opts.CommitWindow)
+					waiting = true
+				}
+			} else {
+				if waiting {
+					window.Stop()
+				}
+				waiting, waited = false, false
+				s.seal(t)
+				commits <- t
+				free, sent = false, len(t.reqs)
+				t, next = txns[next], next^1
+				t.begin()
+				continue
+			}
 		}
 		if stopping && len(t.reqs) == 0 {
 			// Stopping: commit what is still queued, then stop.
@@ -116,6 +136,7 @@ func (s *Signer) appendLoop() {
 			return
 		}
 		in, idleC, stopC := s.reqs, idle, s.stop
+		var windowC <-chan time.Time
 		if len(t.reqs) >= s.opts.MaxBatch {
 			in = nil
 		}
@@ -125,13 +146,19 @@ func (s *Signer) appendLoop() {
 		if stopping {
 			stopC = nil
 		}
+		if waiting {
+			windowC = window.C
+		}
 		select {
 		case r := <-in:
 			s.add(t, r)
+			back++
 		case <-idleC:
-			free = true
+			free, acked, back = true, sent, 0
 		case <-stopC:
 			stopping = true
+		case <-windowC:
+			waiting, waited = false, true
 		}
 	}
 }
