@@ -76,13 +76,14 @@ func (s *Signer) appendLoop() {
 	committed := make(chan struct{})
 	go func() {
 		defer close(committed)
-		for {
-			idle <- struct{}{}
-			t, ok := <-commits
-			if !ok {
-				return
-			}
+		idle <- struct{}{}
+		for t := range commits {
 			s.commitBatch(t)
+			// Free before acknowledging: a caller acknowledged here can
+			// only come back after the loop knows the commit ended, so
+			// the loop counts it as come back.
+			idle <- struct{}{}
+			t.ack()
 		}
 	}()
 	// Two batches alternate: one is committed while the other is built.
@@ -214,9 +215,10 @@ func (s *Signer) seal(t *txn) {
 	s.hashes = keep
 }
 
-// commitBatch commits t durably and then acknowledges its requests. A
-// batch built before a failed commit's reload is refused without being
-// written: it extends state that was never committed.
+// commitBatch commits t durably and sets its requests' outcomes (ack
+// then wakes them). A batch built before a failed commit's reload is
+// refused without being written: it extends state that was never
+// committed.
 func (s *Signer) commitBatch(t *txn) {
 	s.mu.Lock()
 	stale := t.gen != s.gen
@@ -270,6 +272,10 @@ func (s *Signer) commitBatch(t *txn) {
 		}
 	}
 	s.mu.Unlock()
+}
+
+// ack wakes t's callers once t is committed (or refused).
+func (t *txn) ack() {
 	for _, r := range t.reqs {
 		close(r.done)
 	}
