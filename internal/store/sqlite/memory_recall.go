@@ -102,10 +102,9 @@ func recallFastSQL(ns memory.Namespace, q memory.Query, match string, n int) (st
 // path: no row is read until the ranking is done) and keeps those of the
 // namespace; the answer is exact when the candidates hold the limit's
 // worth of the namespace's memories strictly better than the worst
-// candidate, or every match. On a tie at the cut it ranks every match as
-// a candidate, once. Otherwise (candidates mostly of other namespaces, or
-// a query matching more than recallCap memories) it runs recallSQL,
-// which filters by namespace before ranking.
+// candidate, or every match. Otherwise (candidates mostly of other
+// namespaces, ties at the cut, or a query matching more than recallCap
+// memories) it runs recallSQL, which filters by namespace before ranking.
 func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Query) ([]memory.Memory, error) {
 	out, err := d.recall(ctx, ns, q)
 	if err != nil {
@@ -160,57 +159,39 @@ func (d *DB) recallFast(ctx context.Context, ns memory.Namespace, q memory.Query
 		return nil, false, nil
 	}
 	n := recallWiden*q.Limit + 8
-	out, last, worst, candidates, err := d.recallCandidates(ctx, ns, q, match, n)
-	if err != nil {
-		return nil, false, err
-	}
-	switch {
-	case matches < n || (len(out) > 0 && candidates < n):
-		return out, true, nil // every match was a candidate
-	case len(out) < q.Limit || last < worst:
-		// Exact if the namespace's best are strictly better than the
-		// worst candidate; else most candidates are of other namespaces.
-		return out, len(out) == q.Limit, nil
-	}
-	// A tie at the cut: matches outside the candidates with the worst
-	// candidate's score may come before the last by the tie-break
-	// (newest first). Identical or alike texts tie in large groups, so
-	// take every match (at most recallCap) as a candidate, at once: the
-	// answer is exact, and cheaper than recallSQL after this pass.
-	n = matches + 1
-	out, _, _, candidates, err = d.recallCandidates(ctx, ns, q, match, n)
-	if err != nil || candidates >= n {
-		return nil, false, err // matches were added since the probe
-	}
-	return out, true, nil
-}
-
-// recallCandidates runs recallFastSQL with n candidates; last is the
-// score of the last memory returned, worst that of the worst candidate.
-func (d *DB) recallCandidates(ctx context.Context, ns memory.Namespace, q memory.Query, match string, n int) (out []memory.Memory, last, worst float64, candidates int, err error) {
 	query, args := recallFastSQL(ns, q, match, n)
 	st, err := d.stmts.get(ctx, query)
 	if err != nil {
-		return nil, 0, 0, 0, err
+		return nil, false, err
 	}
 	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
-		return nil, 0, 0, 0, err
+		return nil, false, err
 	}
 	defer rows.Close()
+	var (
+		last, worst float64
+		candidates  int
+	)
 	for rows.Next() {
 		m, err := scanMemory(scanFunc(func(dest ...any) error {
 			return rows.Scan(append(dest, &last, &candidates, &worst)...)
 		}))
 		if err != nil {
-			return nil, 0, 0, 0, err
+			return nil, false, err
 		}
 		out = append(out, m)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, 0, 0, err
+		return nil, false, err
 	}
-	return out, last, worst, candidates, nil
+	switch {
+	case matches < n || (len(out) > 0 && candidates < n):
+		return out, true, nil // every match was a candidate
+	case len(out) == q.Limit && last < worst:
+		return out, true, nil // no match outside the candidates ranks before the last
+	}
+	return nil, false, nil
 }
 
 // scanFunc is a scanner from a function.
