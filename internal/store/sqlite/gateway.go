@@ -61,7 +61,7 @@ func (d *DB) RecordToken(ctx context.Context, r gateway.TokenRecord) error {
 	if err != nil {
 		return err
 	}
-	_, err = d.db.ExecContext(ctx,
+	_, err = d.exec(ctx,
 		`INSERT INTO gateway_tokens (jti, issued_at, expires_at, providers, models, run_id, tenant, agent,
 			budget_requests, budget_input_tokens, budget_output_tokens,
 			run_budget_requests, run_budget_input_tokens, run_budget_output_tokens, repos) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,

@@ -19,7 +19,7 @@ func (d *DB) InsertKey(ctx context.Context, r apikey.Record) error {
 	if err != nil {
 		return fmt.Errorf("sqlite: encode identity: %w", err)
 	}
-	_, err = d.db.ExecContext(ctx,
+	_, err = d.exec(ctx,
 		`INSERT INTO api_keys (hash, tenant, agent, session, identity, issued_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		r.Hash[:], r.Identity.Tenant, r.Identity.Agent, r.Identity.Session, string(id), r.IssuedAt.Unix(), r.ExpiresAt.Unix())
 	if err != nil {
@@ -56,7 +56,7 @@ func (d *DB) LookupKey(ctx context.Context, hash [32]byte) (apikey.Record, error
 
 // RevokeKey implements apikey.Store.
 func (d *DB) RevokeKey(ctx context.Context, hash [32]byte, at time.Time) error {
-	res, err := d.db.ExecContext(ctx,
+	res, err := d.exec(ctx,
 		`UPDATE api_keys SET revoked_at = COALESCE(revoked_at, ?) WHERE hash = ?`, at.Unix(), hash[:])
 	if err != nil {
 		return fmt.Errorf("sqlite: revoke key: %w", err)
@@ -97,7 +97,7 @@ func (d *DB) RevokeAgentKeys(ctx context.Context, tenant, agent string, at time.
 
 // DeleteExpiredKeys implements apikey.Store.
 func (d *DB) DeleteExpiredKeys(ctx context.Context, before time.Time) (int64, error) {
-	res, err := d.db.ExecContext(ctx, `DELETE FROM api_keys WHERE expires_at < ?`, before.Unix())
+	res, err := d.exec(ctx, `DELETE FROM api_keys WHERE expires_at < ?`, before.Unix())
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: delete expired keys: %w", err)
 	}

@@ -141,3 +141,55 @@ func memIDList(ms []memory.Memory) []string {
 	}
 	return ids
 }
+
+// TestRecallTiesAtCut: many matches tie on score (texts alike), in two
+// namespaces, some created in the same millisecond; a recall whose cut
+// falls among them returns what the exact statement does, and so does
+// the fast path whenever it claims an exact answer.
+func TestRecallTiesAtCut(t *testing.T) {
+	db := openTestDB(t)
+	ctx := context.Background()
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		for i := range 200 {
+			ns, text := nsA, fmt.Sprintf("cafe tie %d", i)
+			switch {
+			case i%3 == 0:
+				ns = nsB
+			case i%17 == 0:
+				text = fmt.Sprintf("cafe cafe %d", i) // ranks before the ties
+			}
+			id, err := memory.NewID()
+			if err != nil {
+				return err
+			}
+			m := memory.Memory{Kind: "note", Text: text, Session: "pod", CreatedAt: t0.Add(time.Duration(i%23) * time.Second)}
+			if err := db.insertMemory(ctx, tx, ns, m, id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []memory.Namespace{nsA, nsB} {
+		for _, limit := range []int{1, 3, 10, 20, 50} {
+			q := memory.Query{Text: "cafe", Limit: limit}
+			want := exactRecall(t, db, ns, q)
+			got, ok, err := db.recallFast(ctx, ns, q, ftsQuery(q.Text))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids := memIDList(got); ok && !slices.Equal(ids, want) {
+				t.Errorf("recallFast(%s, limit %d) = %v, want %v", ns.Agent, limit, ids, want)
+			}
+			all, err := db.RecallMemories(ctx, ns, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ids := memIDList(all); !slices.Equal(ids, want) {
+				t.Errorf("RecallMemories(%s, limit %d) = %v, want %v", ns.Agent, limit, ids, want)
+			}
+		}
+	}
+}

@@ -471,7 +471,7 @@ func (d *DB) Salt(ctx context.Context, index int64) ([]byte, error) {
 
 // PutCheckpoint implements signer.Store.
 func (d *DB) PutCheckpoint(ctx context.Context, c signer.CheckpointRow) error {
-	_, err := d.db.ExecContext(ctx,
+	_, err := d.exec(ctx,
 		`INSERT INTO signer_checkpoints (size, note, created_at) VALUES (?, ?, ?)
 		 ON CONFLICT (size) DO UPDATE SET note = excluded.note`, c.Size, c.Note, ms(c.CreatedAt))
 	if err != nil {
@@ -501,7 +501,7 @@ func (d *DB) PutPolicy(ctx context.Context, hash string, snapshot []byte) error 
 	if snapshot == nil {
 		snapshot = []byte{}
 	}
-	_, err := d.db.ExecContext(ctx,
+	_, err := d.exec(ctx,
 		`INSERT INTO signer_policies (hash, snapshot) VALUES (?, ?) ON CONFLICT (hash) DO NOTHING`, hash, snapshot)
 	if err != nil {
 		return fmt.Errorf("sqlite: put policy: %w", err)

@@ -36,6 +36,8 @@ type DB struct {
 	// heads is what this handle's own signer commits left in the log
 	// (see headCache).
 	heads headCache
+	// wlock orders this handle's writes (see writeLock).
+	wlock writeLock
 }
 
 // Open opens (creating if needed) dir/custody.db and brings its schema up
@@ -62,7 +64,7 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	d := &DB{db: db, stmts: newStmts(db)}
+	d := &DB{db: db, stmts: newStmts(db), wlock: newWriteLock()}
 	if err := d.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -147,8 +149,15 @@ func (d *DB) migrate(ctx context.Context) error {
 	}
 }
 
-// tx runs f in a write transaction and commits it if f returns nil.
+// tx runs f in a write transaction and commits it if f returns nil. The
+// transaction runs under the handle's write lock (see writeLock), taken
+// before BEGIN IMMEDIATE; if ctx ends while waiting for it, tx returns
+// ctx.Err(). f must not start another write of d (d.tx, d.exec).
 func (d *DB) tx(ctx context.Context, f func(*sql.Tx) error) error {
+	if err := d.wlock.lock(ctx); err != nil {
+		return err
+	}
+	defer d.wlock.unlock()
 	tx, err := d.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
