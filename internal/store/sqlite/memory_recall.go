@@ -11,9 +11,10 @@ import (
 // recallCap bounds the work of one keyword recall: at most this many
 // matching memories of the namespace are ranked by BM25 (which costs
 // about 5-10 µs per memory). A query matching more of them ("the user
-// prefers" matches most memories) ranks the first recallCap matches of
-// the namespace in index (id) order instead of all of them: its answer
-// is the best of a bounded, arbitrary subset, not of every match.
+// prefers" matches most memories) ranks the namespace's newest recallCap
+// matches (FTS5 walks its index in descending rowid, the order memories
+// were written) instead of all of them: its answer is the best of the
+// newest recallCap matches, not of every match.
 const recallCap = 2000
 
 // recallWiden is how many more FTS5 candidates than the limit the fast
@@ -47,7 +48,7 @@ func recallFilter(ns memory.Namespace, q memory.Query) (string, []any) {
 // "" if q has text but no searchable term.
 //
 // A search ranks, in a subquery that carries only (rowid, score,
-// created_at), the first recallCap matches of the namespace, so sorting
+// created_at), the newest recallCap matches of the namespace, so sorting
 // many matches never holds their texts; the outer query reads the full
 // rows of the few that are returned. The CROSS JOIN keeps the FTS index
 // as the outer loop. It is exact when the namespace has at most
@@ -67,7 +68,7 @@ func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
 				SELECT memories_fts.rowid AS rid, bm25(memories_fts) AS score, x.created_at AS created
 				FROM memories_fts CROSS JOIN memories x ON x.id = memories_fts.rowid
 				WHERE memories_fts MATCH ? AND ` + filter + `
-				LIMIT ` + fmt.Sprint(recallCap) + `
+				ORDER BY memories_fts.rowid DESC LIMIT ` + fmt.Sprint(recallCap) + `
 			) ORDER BY score, created DESC, rid DESC LIMIT ?
 		) r CROSS JOIN memories m ON m.id = r.rid
 		ORDER BY r.score, r.created DESC, r.rid DESC`,

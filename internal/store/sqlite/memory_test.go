@@ -90,8 +90,10 @@ func TestMemoryQueryPlans(t *testing.T) {
 	}{
 		{memory.Query{Limit: 10}, "memories_newest"},
 		{memory.Query{Kind: "fact", Limit: 10, History: true}, "memories_kind_newest"},
-		{memory.Query{Text: "hello world", Limit: 10}, "VIRTUAL TABLE INDEX 0:M"},
-		{memory.Query{Text: "世界", Kind: "fact", Limit: 10}, "VIRTUAL TABLE INDEX 0:M"},
+		// MATCH (":M"), walked newest first (192: FTS5's descending-rowid
+		// flags), so the recallCap bound keeps the newest matches.
+		{memory.Query{Text: "hello world", Limit: 10}, "VIRTUAL TABLE INDEX 192:M"},
+		{memory.Query{Text: "世界", Kind: "fact", Limit: 10}, "VIRTUAL TABLE INDEX 192:M"},
 	} {
 		sql, args := recallSQL(nsA, tt.q)
 		stmts = append(stmts, stmt{fmt.Sprintf("recall %+v", tt.q), sql, args, tt.want})
