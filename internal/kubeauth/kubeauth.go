@@ -179,14 +179,7 @@ func (e *Exchanger) Authenticate(ctx context.Context, token string) (apikey.Iden
 	if len(e.namespaces) > 0 && !contains(e.namespaces, user.namespace) {
 		return apikey.Identity{}, ErrNamespaceNotServed
 	}
-	pod, err := e.livePod(ctx, user.namespace, user.podName, user.podUID)
-	if err != nil {
-		return apikey.Identity{}, err
-	}
-	if err := e.liveServiceAccount(ctx, user); err != nil {
-		return apikey.Identity{}, err
-	}
-	chain, err := e.ownerChain(ctx, pod)
+	chain, err := e.attest(ctx, user)
 	if err != nil {
 		return apikey.Identity{}, err
 	}
