@@ -64,9 +64,12 @@ var (
 // Options configure an [Exchanger]. The zero value of each field means its
 // default.
 type Options struct {
-	// Kube is used for TokenReview and pods. Required. Its rest.Config
-	// should allow bursts (see [ClientQPS]); client-go's default 5 QPS
-	// would queue a burst of exchanges.
+	// Kube is used for TokenReview, pods and service accounts. Required.
+	// [Clients] builds it and Dynamic over one connection pool. Each
+	// exchange makes three calls through Kube and two through Dynamic,
+	// so a client-side rate limit of q QPS on each sustains about q/3
+	// exchanges per second; client-go's default 5 QPS would queue a
+	// burst of exchanges.
 	Kube kubernetes.Interface
 	// Dynamic reads Sandboxes and SandboxClaims. Required.
 	Dynamic dynamic.Interface
