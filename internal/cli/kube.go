@@ -5,8 +5,6 @@ import (
 	"log/slog"
 	"time"
 
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -40,13 +38,9 @@ func newExchanger(cfg ServeConfig, log *slog.Logger) (*kubeauth.Exchanger, error
 	if err != nil {
 		return nil, usageError{err}
 	}
-	kc, err := kubernetes.NewForConfig(rc)
+	kc, dc, err := kubeauth.Clients(rc)
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	dc, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes dynamic client: %w", err)
+		return nil, err
 	}
 	return kubeauth.New(kubeauth.Options{
 		Kube: kc, Dynamic: dc, Audience: cfg.KubernetesAudience,

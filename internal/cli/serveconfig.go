@@ -153,7 +153,11 @@ type ServeConfig struct {
 	// "iss" is refused before any TokenReview. Empty accepts any issuer.
 	KubernetesIssuers []string
 	// KubernetesQPS and KubernetesBurst are the API client's rate limits.
-	// Defaults 200 and 400 (client-go's own are 5 and 10).
+	// Defaults 200 and 400 (client-go's own are 5 and 10). They apply to
+	// the built-in client (three calls per exchange: TokenReview, pod,
+	// service account) and, separately, to the one reading Sandboxes and
+	// SandboxClaims (two calls): the defaults sustain about 66 exchanges
+	// per second after a burst of about 133.
 	KubernetesQPS   float64
 	KubernetesBurst int
 	// ExchangeConcurrency bounds exchanges in flight; ExchangeQueueTimeout

@@ -64,9 +64,12 @@ var (
 // Options configure an [Exchanger]. The zero value of each field means its
 // default.
 type Options struct {
-	// Kube is used for TokenReview and pods. Required. Its rest.Config
-	// should allow bursts (see [ClientQPS]); client-go's default 5 QPS
-	// would queue a burst of exchanges.
+	// Kube is used for TokenReview, pods and service accounts. Required.
+	// [Clients] builds it and Dynamic over one connection pool. Each
+	// exchange makes three calls through Kube and two through Dynamic,
+	// so a client-side rate limit of q QPS on each sustains about q/3
+	// exchanges per second; client-go's default 5 QPS would queue a
+	// burst of exchanges.
 	Kube kubernetes.Interface
 	// Dynamic reads Sandboxes and SandboxClaims. Required.
 	Dynamic dynamic.Interface
@@ -179,14 +182,7 @@ func (e *Exchanger) Authenticate(ctx context.Context, token string) (apikey.Iden
 	if len(e.namespaces) > 0 && !contains(e.namespaces, user.namespace) {
 		return apikey.Identity{}, ErrNamespaceNotServed
 	}
-	pod, err := e.livePod(ctx, user.namespace, user.podName, user.podUID)
-	if err != nil {
-		return apikey.Identity{}, err
-	}
-	if err := e.liveServiceAccount(ctx, user); err != nil {
-		return apikey.Identity{}, err
-	}
-	chain, err := e.ownerChain(ctx, pod)
+	chain, err := e.attest(ctx, user)
 	if err != nil {
 		return apikey.Identity{}, err
 	}
