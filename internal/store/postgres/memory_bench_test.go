@@ -179,41 +179,24 @@ func BenchmarkRecall(b *testing.B) {
 		b.Run(storetest.BenchSizeName(n), func(b *testing.B) {
 			db, _ := openCorpus(b, n)
 			ctx := context.Background()
-			queries := storetest.RecallQueries()
 			const floorSQL = `SELECT id FROM memories WHERE terms @@ $1::tsquery ORDER BY ts_rank(terms, $1::tsquery) DESC LIMIT 10`
-			var lat, floor []time.Duration
-			per := make([][]time.Duration, len(queries))
-			perFloor := make([][]time.Duration, len(queries))
-			i := 0
-			for b.Loop() {
-				q := queries[i%len(queries)]
-				q.Limit = 10
-				start := time.Now()
-				if _, err := db.RecallMemories(ctx, nsA, q); err != nil {
-					b.Fatal(err)
+			storetest.BenchRecall(b, n, func(q memory.Query) error {
+				_, err := db.RecallMemories(ctx, nsA, q)
+				return err
+			}, func(q memory.Query) (bool, error) {
+				tsq := memoryQuery(q.Text)
+				if tsq == "" {
+					return false, nil
 				}
-				d := time.Since(start)
-				lat = append(lat, d)
-				per[i%len(queries)] = append(per[i%len(queries)], d)
-				if tsq := memoryQuery(q.Text); tsq != "" {
-					start = time.Now()
-					rows, err := db.pool.Query(ctx, floorSQL, tsq)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for rows.Next() {
-					}
-					rows.Close()
-					if err := rows.Err(); err != nil {
-						b.Fatal(err)
-					}
-					floor = append(floor, time.Since(start))
-					perFloor[i%len(queries)] = append(perFloor[i%len(queries)], time.Since(start))
+				rows, err := db.pool.Query(ctx, floorSQL, tsq)
+				if err != nil {
+					return false, err
 				}
-				i++
-			}
-			storetest.LogFloors(b, queries, perFloor)
-			storetest.ReportRecall(b, queries, per, lat, floor, n)
+				for rows.Next() {
+				}
+				rows.Close()
+				return true, rows.Err()
+			})
 		})
 	}
 }

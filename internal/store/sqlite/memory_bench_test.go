@@ -169,42 +169,28 @@ func BenchmarkRecall(b *testing.B) {
 		b.Run(storetest.BenchSizeName(n), func(b *testing.B) {
 			db, _ := openCorpus(b, n)
 			ctx := context.Background()
-			queries := storetest.RecallQueries()
 			floorQ, err := db.db.PrepareContext(ctx, `SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT 10`)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer floorQ.Close()
-			var lat, floor []time.Duration
-			per := make([][]time.Duration, len(queries))
-			perFloor := make([][]time.Duration, len(queries))
-			i := 0
-			for b.Loop() {
-				q := queries[i%len(queries)]
-				q.Limit = 10
-				start := time.Now()
-				if _, err := db.RecallMemories(ctx, nsA, q); err != nil {
-					b.Fatal(err)
+			storetest.BenchRecall(b, n, func(q memory.Query) error {
+				_, err := db.RecallMemories(ctx, nsA, q)
+				return err
+			}, func(q memory.Query) (bool, error) {
+				m := ftsQuery(q.Text)
+				if m == "" {
+					return false, nil
 				}
-				d := time.Since(start)
-				lat = append(lat, d)
-				per[i%len(queries)] = append(per[i%len(queries)], d)
-				if m := ftsQuery(q.Text); m != "" {
-					start = time.Now()
-					rows, err := floorQ.QueryContext(ctx, m)
-					if err != nil {
-						b.Fatal(err)
-					}
-					for rows.Next() {
-					}
-					rows.Close()
-					floor = append(floor, time.Since(start))
-					perFloor[i%len(queries)] = append(perFloor[i%len(queries)], time.Since(start))
+				rows, err := floorQ.QueryContext(ctx, m)
+				if err != nil {
+					return false, err
 				}
-				i++
-			}
-			storetest.LogFloors(b, queries, perFloor)
-			storetest.ReportRecall(b, queries, per, lat, floor, n)
+				for rows.Next() {
+				}
+				rows.Close()
+				return true, rows.Err()
+			})
 		})
 	}
 }

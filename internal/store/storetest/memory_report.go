@@ -97,3 +97,41 @@ func LogFloors(b *testing.B, queries []memory.Query, per [][]time.Duration) {
 	}
 	b.Logf("floor p50 ms by query:%s", report.String())
 }
+
+// BenchRecall runs the recall benchmark loop shared by both stores: each
+// iteration recalls the next of RecallQueries (limit 10) with recall,
+// then times floor on the same query (floor returns false when the query
+// has no searchable term and nothing was run), and reports the latencies
+// against the floor with LogFloors and ReportRecall for a corpus of n.
+func BenchRecall(b *testing.B, n int, recall func(memory.Query) error, floor func(memory.Query) (bool, error)) {
+	queries := RecallQueries()
+	var lat, floors []time.Duration
+	per := make([][]time.Duration, len(queries))
+	perFloor := make([][]time.Duration, len(queries))
+	i := 0
+	for b.Loop() {
+		k := i % len(queries)
+		q := queries[k]
+		q.Limit = 10
+		start := time.Now()
+		if err := recall(q); err != nil {
+			b.Fatal(err)
+		}
+		d := time.Since(start)
+		lat = append(lat, d)
+		per[k] = append(per[k], d)
+		start = time.Now()
+		ran, err := floor(q)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if ran {
+			d = time.Since(start)
+			floors = append(floors, d)
+			perFloor[k] = append(perFloor[k], d)
+		}
+		i++
+	}
+	LogFloors(b, queries, perFloor)
+	ReportRecall(b, queries, per, lat, floors, n)
+}
