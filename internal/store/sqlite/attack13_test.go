@@ -180,20 +180,28 @@ func TestAttackHeadCacheSameSizeReplacement(t *testing.T) {
 	d := openSignerTestDB(t, dir)
 	other := openSignerTestDB(t, dir)
 	ctx := context.Background()
-	leaf := func(i int64, run string, seq int64) signer.Leaf {
-		return signer.Leaf{Index: i, Run: run, RunSeq: seq, Type: "x", Record: []byte(fmt.Sprint(i))}
+	// Batches as the signer writes them: each leaf with its leaf hash.
+	batch := func(ls ...signer.Leaf) *signer.Batch {
+		b := &signer.Batch{Leaves: ls}
+		for _, l := range ls {
+			b.Hashes = append(b.Hashes, signer.IndexedHash{Index: tlog.StoredHashIndex(0, l.Index), Hash: tlog.RecordHash(l.Record)})
+		}
+		return b
 	}
-	if err := d.AppendBatch(ctx, &signer.Batch{Leaves: []signer.Leaf{leaf(0, "a", 0), leaf(1, "a", 1)}}); err != nil {
+	leaf := func(i int64, run string, seq int64) signer.Leaf {
+		return signer.Leaf{Index: i, Run: run, RunSeq: seq, Type: "x", Record: []byte(fmt.Sprint(i, run, seq))}
+	}
+	if err := d.AppendBatch(ctx, batch(leaf(0, "a", 0), leaf(1, "a", 1))); err != nil {
 		t.Fatal(err)
 	}
 	// Another log of two leaves: run a has one.
-	if _, err := other.db.ExecContext(ctx, `DELETE FROM signer_leaves`); err != nil {
+	if _, err := other.db.ExecContext(ctx, `DELETE FROM signer_leaves; DELETE FROM signer_hashes`); err != nil {
 		t.Fatal(err)
 	}
-	if err := other.AppendBatch(ctx, &signer.Batch{Leaves: []signer.Leaf{leaf(0, "a", 0), leaf(1, "b", 0)}}); err != nil {
+	if err := other.AppendBatch(ctx, batch(leaf(0, "a", 0), leaf(1, "b", 0))); err != nil {
 		t.Fatal(err)
 	}
-	err := d.AppendBatch(ctx, &signer.Batch{Leaves: []signer.Leaf{leaf(2, "a", 2)}})
+	err := d.AppendBatch(ctx, batch(leaf(2, "a", 2)))
 	if !errors.Is(err, signer.ErrLogConflict) {
 		t.Fatalf("a batch leaving a gap in run a (stored head 0, batch run_seq 2) = %v, want ErrLogConflict", err)
 	}
