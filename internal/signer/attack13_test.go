@@ -23,12 +23,13 @@ import (
 // the caller sees an error).
 type chaosStore struct {
 	signer.Store
-	mu    sync.Mutex
-	rng   *rand.Rand
-	every int
-	after bool
-	fails atomic.Int64
-	calls atomic.Int64
+	mu     sync.Mutex
+	rng    *rand.Rand
+	every  int
+	after  bool
+	poison bool // an "after" failure fails inside the store's transaction instead
+	fails  atomic.Int64
+	calls  atomic.Int64
 }
 
 var errChaos = errors.New("chaos: transient store error")
@@ -45,6 +46,16 @@ func (c *chaosStore) AppendBatch(ctx context.Context, b *signer.Batch) error {
 		return c.Store.AppendBatch(ctx, b)
 	}
 	c.fails.Add(1)
+	if c.poison && after {
+		// Fail inside the store's transaction, after its leaves were
+		// inserted: a hash row that exists already.
+		bad := *b
+		bad.Hashes = append(append([]signer.IndexedHash(nil), b.Hashes...), signer.IndexedHash{Index: 0})
+		if err := c.Store.AppendBatch(ctx, &bad); err == nil {
+			return errors.New("poisoned batch committed")
+		}
+		return errChaos
+	}
 	if after {
 		if err := c.Store.AppendBatch(ctx, b); err != nil {
 			return err
@@ -59,16 +70,17 @@ func (c *chaosStore) AppendBatch(ctx context.Context, b *signer.Batch) error {
 // whose commit failed before writing is not, a caller's calls are stored
 // in the order it made them, and every run verifies.
 func TestAttackChaosCommits(t *testing.T) {
-	for _, after := range []bool{false, true} {
+	for _, mode := range []string{"before", "after", "poison"} {
 		for _, mb := range []int{1, 3, 64} {
-			t.Run(fmt.Sprintf("after=%v/maxbatch=%d", after, mb), func(t *testing.T) {
-				chaosRun(t, after, mb)
+			t.Run(fmt.Sprintf("%s/maxbatch=%d", mode, mb), func(t *testing.T) {
+				chaosRun(t, mode, mb)
 			})
 		}
 	}
 }
 
-func chaosRun(t *testing.T, after bool, maxBatch int) {
+func chaosRun(t *testing.T, mode string, maxBatch int) {
+	after := mode == "after"
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	dir := replicaDir(t)
@@ -77,7 +89,7 @@ func chaosRun(t *testing.T, after bool, maxBatch int) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	cs := &chaosStore{Store: db, rng: rand.New(rand.NewPCG(1, uint64(maxBatch))), every: 5, after: after}
+	cs := &chaosStore{Store: db, rng: rand.New(rand.NewPCG(1, uint64(maxBatch))), every: 5, after: mode != "before", poison: mode == "poison"}
 	s, err := signer.New(ctx, signer.Options{Store: cs, KeyFile: filepath.Join(dir, "signer.key"),
 		PolicyDir: filepath.Join(dir, "policies"), Log: slog.New(slog.DiscardHandler),
 		IdleTimeout: time.Hour, IdleCheckInterval: time.Hour, CheckpointInterval: time.Hour,
