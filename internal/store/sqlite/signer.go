@@ -106,11 +106,14 @@ const (
 	sqlLastLeaf  = `SELECT MAX(idx) FROM signer_leaves`
 	// One MAX per run, an index lookup on (run, run_seq).
 	sqlRunHead = `SELECT MAX(run_seq) FROM signer_leaves WHERE run = ?`
+	// The stored hash of the last leaf, which the head cache is checked
+	// against.
+	sqlLeafHash = `SELECT hash FROM signer_hashes WHERE idx = ?`
 )
 
 // signerTxStatements are the statements AppendBatch runs.
 var signerTxStatements = func() []string {
-	out := []string{sqlCloseRun, sqlApproval, sqlMeta, sqlInboxDone, sqlLastLeaf, sqlRunHead}
+	out := []string{sqlCloseRun, sqlApproval, sqlMeta, sqlInboxDone, sqlLastLeaf, sqlRunHead, sqlLeafHash}
 	for _, ins := range []rowInsert{insLeaves, insHashes, insSalts, insRuns, insCalls, insDigest, insInbox} {
 		out = append(out, ins.statements()...)
 	}
@@ -228,7 +231,24 @@ func (d *DB) checkExtends(ctx context.Context, tx *sql.Tx, b *signer.Batch) (int
 	if last.Valid {
 		size = last.Int64 + 1
 	}
-	heads, missing := d.heads.lookup(size, b.LeafRuns())
+	runs := b.LeafRuns()
+	heads, cachedLast, missing := d.heads.lookup(size, runs)
+	if len(heads) > 0 {
+		// The cache is of a log of this size: trust it only if the
+		// stored last leaf is the one it was left with.
+		st, err := d.stmts.inTx(ctx, tx, sqlLeafHash)
+		if err != nil {
+			return 0, nil, fmt.Errorf("last leaf hash: %w", err)
+		}
+		var h []byte
+		if err := st.QueryRowContext(ctx, tlog.StoredHashIndex(0, size-1)).Scan(&h); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return 0, nil, fmt.Errorf("last leaf hash: %w", err)
+		}
+		if len(h) != len(cachedLast) || tlog.Hash(h) != cachedLast {
+			d.heads.forget()
+			heads, missing = make(map[string]int64, len(runs)), runs
+		}
+	}
 	if len(missing) > 0 {
 		if st, err = d.stmts.inTx(ctx, tx, sqlRunHead); err != nil {
 			return 0, nil, fmt.Errorf("run heads: %w", err)
