@@ -193,3 +193,50 @@ func TestRecallTiesAtCut(t *testing.T) {
 		}
 	}
 }
+
+// TestRecallBoundKeepsTheNewest: a query matching more than recallCap
+// memories of the namespace ranks its newest recallCap matches, so a
+// strong match written before them drops out and one written after
+// them is found (the bound, as documented on recallCap).
+func TestRecallBoundKeepsTheNewest(t *testing.T) {
+	db := openSignerTestDB(t, t.TempDir())
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	texts := []string{"prefers prefers prefers alpha"}
+	for i := range recallCap + 5 {
+		texts = append(texts, fmt.Sprintf("the user prefers tea number %d", i))
+	}
+	texts = append(texts, "prefers prefers prefers omega")
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		for i, text := range texts {
+			m := memory.Memory{Kind: "note", Text: text, Session: "s", CreatedAt: t0.Add(time.Duration(i) * time.Second)}
+			if err := db.insertMemory(ctx, tx, nsA, m, int64(i+1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.RecallMemories(ctx, nsA, memory.Query{Text: "prefers", Limit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Text != "prefers prefers prefers omega" {
+		t.Fatalf("recall = %v, want the newest strong match first", texts0(got))
+	}
+	for _, m := range got {
+		if m.Text == "prefers prefers prefers alpha" {
+			t.Fatalf("recall = %v: the oldest match is outside the newest %d and must not be ranked", texts0(got), recallCap)
+		}
+	}
+}
+
+func texts0(ms []memory.Memory) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Text)
+	}
+	return out
+}
