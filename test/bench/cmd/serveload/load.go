@@ -59,21 +59,31 @@ func runLevel(ctx context.Context, s *server, hc *http.Client, clients int, d ti
 			defer wg.Done()
 			var lat []time.Duration
 			errs, first := 0, ""
+			dc, err := newDecider(s.api, "/v1/signer/runs/"+runs[i]+"/decide", s.tokens[i])
+			if err != nil {
+				mu.Lock()
+				lv.errs++
+				lv.firstErr = err.Error()
+				mu.Unlock()
+				return
+			}
+			defer func() { dc.close() }()
+			var body []byte
 			for n := 0; time.Now().Before(stop); n++ {
-				body := fmt.Appendf(nil, `{"call_id":"c%d","tool":"Bash","args":{"command":"ls -la /tmp/%d"}}`, n, n)
+				body = fmt.Appendf(body[:0], `{"call_id":"c%d","tool":"Bash","args":{"command":"ls -la /tmp/%d"}}`, n, n)
 				t0 := time.Now()
-				var resp struct {
-					Effect string `json:"effect"`
-				}
-				err := post(ctx, hc, s.api+"/v1/signer/runs/"+runs[i]+"/decide", s.tokens[i], body, http.StatusOK, &resp)
-				if err == nil && resp.Effect == "" {
-					err = fmt.Errorf("decide: no effect in the reply")
-				}
-				if err != nil {
+				if err := dc.decide(body); err != nil {
 					if errs == 0 {
 						first = err.Error()
 					}
 					errs++
+					// The reply may not have been read: start over on a
+					// new connection.
+					dc.close()
+					if dc, err = newDecider(s.api, "/v1/signer/runs/"+runs[i]+"/decide", s.tokens[i]); err != nil {
+						errs++
+						break
+					}
 					continue
 				}
 				lat = append(lat, time.Since(t0))
