@@ -80,14 +80,14 @@ cluster:
 # PostgreSQL), memory remember/recall at 10k and 100k, the gateway's CPU,
 # allocations and tail, the identity exchange on a real kube-apiserver.
 # bench-all runs every benchmark.
-BENCH_POSTGRES ?= postgres://postgres@127.0.0.1:5432/postgres
+BENCH_POSTGRES ?= $(or $(CUSTODY_TEST_POSTGRES_URL),postgres://postgres@127.0.0.1:5432/test?sslmode=disable)
 bench: controlplane postgres
 	$(GO) test -run '^$$' -bench 'BenchmarkDecideAppend$$|BenchmarkDecideAppendPostgres$$' -benchtime 20000x ./internal/signer
 	$(GO) test -run '^$$' -bench 'BenchmarkRemember|BenchmarkRecall' ./internal/store/sqlite ./internal/store/postgres
 	$(GO) test -run '^$$' -bench 'BenchmarkCPUPerRequest|BenchmarkAddedLatency' -benchtime 3000x -count 3 ./internal/gateway
 	$(GO) test -run '^$$' -bench 'BenchmarkExchange' ./internal/kubeauth
 	$(GO) run ./test/bench/cmd/serveload
-	$(GO) run ./test/bench/cmd/serveload -postgres $(BENCH_POSTGRES)
+	$(GO) run ./test/bench/cmd/serveload -postgres '$(BENCH_POSTGRES)'
 
 bench-all:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
