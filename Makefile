@@ -90,7 +90,7 @@ bench: controlplane postgres
 	$(GO) run ./test/bench/cmd/serveload -postgres '$(BENCH_POSTGRES)'
 
 bench-all:
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/... ./verify/...
 
 # The TypeScript SDK: its dev dependencies (typescript, @types/node; it has
 # no runtime ones) from its package-lock.json, the build (tsc -> dist/),

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -111,6 +112,8 @@ type Deployment struct {
 	fwdFrom  atomic.Pointer[net.IP] // the store forwarder pod's IP: the only source the bridge forwarder serves
 	pgURL    string
 	progress io.Writer
+	// progressMu orders step's writes (images reports from a ticker too).
+	progressMu sync.Mutex
 }
 
 // Deploy builds and imports the images, creates the store, the peers and
@@ -190,11 +193,30 @@ func Deploy(ctx context.Context, c *realnode.Cluster, opts Options) (_ *Deployme
 	return d, nil
 }
 
-func (d *Deployment) step(f string, a ...any) { fmt.Fprintf(d.progress, "incluster: "+f+"\n", a...) }
+func (d *Deployment) step(f string, a ...any) {
+	d.progressMu.Lock()
+	defer d.progressMu.Unlock()
+	fmt.Fprintf(d.progress, "incluster: "+f+"\n", a...)
+}
 
 // images builds the three images and the host CLI and imports them.
 func (d *Deployment) images(ctx context.Context, root, dir string) error {
-	d.step("building images %s %s %s (static Go binaries, no Docker)", CustodyImage, AgentImage, ProviderImage)
+	d.step("building images %s %s %s (static Go binaries, no Docker; the first static build of a machine takes ~10 min on 2 cores)", CustodyImage, AgentImage, ProviderImage)
+	start := time.Now()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		tk := time.NewTicker(30 * time.Second)
+		defer tk.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tk.C:
+				d.step("  still building images (%s)", time.Since(start).Round(time.Second))
+			}
+		}
+	}()
 	for ref, pkg := range map[string]string{CustodyImage: "./cmd/custody", AgentImage: "./test/e2e/cmd/probe", ProviderImage: "./test/e2e/cmd/provider-standin"} {
 		bin := filepath.Join(dir, "img-"+filepath.Base(pkg), filepath.Base(pkg))
 		if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
@@ -227,6 +249,7 @@ func (d *Deployment) images(ctx context.Context, root, dir string) error {
 		if ref == CustodyImage {
 			d.Bin = bin // static, so it also runs on the host
 		}
+		d.step("  %s built and imported (%s)", ref, time.Since(start).Round(time.Second))
 	}
 	return nil
 }
