@@ -14,11 +14,11 @@ func TestInsertSigTakesTheFastPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg, err := signedMessage(r, m)
+	msg, canonical, err := signedMessage(r, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := insertSig(msg[len(msg)-canonicalLen(msg, r):], m, make([]byte, 64)); !ok {
+	if _, ok := insertSig(msg[canonical:], m, make([]byte, 64)); !ok {
 		t.Fatal("insertSig refused an ordinary record; SignRecord would canonicalise twice")
 	}
 }

@@ -167,14 +167,20 @@ func SignedMessage(r *Record) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return signedMessage(r, m)
+	msg, _, err := signedMessage(r, m)
+	return msg, err
 }
 
-func signedMessage(r *Record, m map[string]any) ([]byte, error) {
+// signedMessage returns r's signed message, with m its object without
+// "sig", and the offset in it where m's canonical form starts (what
+// follows the prefix, prev and its NUL).
+func signedMessage(r *Record, m map[string]any) (msg []byte, canonical int, err error) {
 	b := appendSignedPrefix(make([]byte, 0, 512), r)
 	b = append(b, r.Prev...)
 	b = append(b, 0)
-	return jcs.Append(b, m)
+	canonical = len(b)
+	msg, err = jcs.Append(b, m)
+	return msg, canonical, err
 }
 
 // appendSignedPrefix appends the start of a record's signed message, up to
@@ -211,7 +217,7 @@ func SignRecord(r *Record, s note.Signer) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	msg, err := signedMessage(r, m)
+	msg, canonical, err := signedMessage(r, m)
 	if err != nil {
 		return nil, err
 	}
@@ -223,17 +229,10 @@ func SignRecord(r *Record, s note.Signer) ([]byte, error) {
 	// The message ends with the record's canonical form without "sig";
 	// the record is that with "sig" put in its place, so the body is
 	// canonicalised once.
-	unsigned := msg[len(msg)-canonicalLen(msg, r):]
-	if raw, ok := insertSig(unsigned, m, sig); ok {
+	if raw, ok := insertSig(msg[canonical:], m, sig); ok {
 		return raw, nil
 	}
 	return CanonicalRecord(r)
-}
-
-// canonicalLen is the length of the canonical record (without "sig") at
-// the end of msg, a signed message of r: msg less its prefix and prev.
-func canonicalLen(msg []byte, r *Record) int {
-	return len(msg) - len(appendSignedPrefix(nil, r)) - len(r.Prev) - 1
 }
 
 // insertSig returns the canonical record with "sig" from unsigned, its
