@@ -3,16 +3,13 @@ package signer_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/agentcustody/custody/internal/signer"
 	"github.com/agentcustody/custody/internal/store/postgres/pgtest"
+	"github.com/agentcustody/custody/test/bench/floor"
 )
 
 // BenchmarkDecideAppend measures decide+append throughput with durability
@@ -21,9 +18,13 @@ import (
 // same run: one fsync per record would cap at fsync_floor_records/s.
 func BenchmarkDecideAppend(b *testing.B) {
 	e := newEnv(b, nil)
-	floor := fsyncFloor(b, e.dir)
+	d, err := floor.Fsync(e.dir, 4096, 200)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rate := float64(time.Second) / float64(d)
 	benchDecideAppend(b, e.s)
-	b.ReportMetric(floor, "fsync_floor_records/s")
+	b.ReportMetric(rate, "fsync_floor_records/s")
 }
 
 // BenchmarkDecideAppendPostgres is BenchmarkDecideAppend on the
@@ -33,9 +34,13 @@ func BenchmarkDecideAppend(b *testing.B) {
 func BenchmarkDecideAppendPostgres(b *testing.B) {
 	db := openPG(b, 1)[0]
 	r := startReplica(b, replicaDir(b), lease(b, db).Store())
-	floor := commitFloor(b)
+	d, err := floor.Commit(context.Background(), pgtest.Schema(b), 200)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rate := float64(time.Second) / float64(d)
 	benchDecideAppend(b, r.s)
-	b.ReportMetric(floor, "commit_floor_records/s")
+	b.ReportMetric(rate, "commit_floor_records/s")
 }
 
 // benchDecideAppend decides b.N calls on s, spread over 16 runs, from
@@ -68,47 +73,4 @@ func benchDecideAppend(b *testing.B, s *signer.Signer) {
 	el := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/el.Seconds(), "records/s")
-}
-
-// commitFloor is 1/(mean time of a one-row INSERT committed on its own)
-// on the test PostgreSQL server.
-func commitFloor(b *testing.B) float64 {
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.Schema(b))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE TABLE commit_probe (x integer)"); err != nil {
-		b.Fatal(err)
-	}
-	const n = 200
-	start := time.Now()
-	for range n {
-		if _, err := conn.Exec(ctx, "INSERT INTO commit_probe VALUES (1)"); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return n / time.Since(start).Seconds()
-}
-
-// fsyncFloor is 1/(mean time of a 4 KiB write + fsync) in dir.
-func fsyncFloor(b *testing.B, dir string) float64 {
-	f, err := os.Create(filepath.Join(dir, "fsync.probe"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	const n = 200
-	start := time.Now()
-	for range n {
-		if _, err := f.WriteAt(buf, 0); err != nil {
-			b.Fatal(err)
-		}
-		if err := f.Sync(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return n / time.Since(start).Seconds()
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -173,27 +172,4 @@ func procCPU(pid int) time.Duration {
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * 10 * time.Millisecond
-}
-
-// fsyncFloor is the mean time of a 4 KiB write + fsync in dir, the cost
-// a decide would pay alone if each were committed on its own.
-func fsyncFloor(dir string) (time.Duration, error) {
-	f, err := os.Create(filepath.Join(dir, "fsync.probe"))
-	if err != nil {
-		return 0, err
-	}
-	defer os.Remove(f.Name())
-	defer f.Close()
-	buf := make([]byte, 4096)
-	const n = 200
-	start := time.Now()
-	for range n {
-		if _, err := f.WriteAt(buf, 0); err != nil {
-			return 0, err
-		}
-		if err := f.Sync(); err != nil {
-			return 0, err
-		}
-	}
-	return time.Since(start) / n, nil
 }

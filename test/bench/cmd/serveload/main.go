@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentcustody/custody/test/bench/floor"
 )
 
 func main() {
@@ -80,18 +82,18 @@ func run(ctx context.Context, bin, repo, pgURL, clientList string, dur time.Dura
 	}
 	defer s.stop()
 	store, floorName := "SQLite (synchronous=FULL)", "fsync"
-	floorOf := func() (time.Duration, error) { return fsyncFloor(s.dataDir) }
+	floorOf := func() (time.Duration, error) { return floor.Fsync(s.dataDir, 4096, 200) }
 	if dbURL != "" {
 		store, floorName = "PostgreSQL", "commit"
-		floorOf = func() (time.Duration, error) { return commitFloor(ctx, dbURL) }
+		floorOf = func() (time.Duration, error) { return floor.Commit(ctx, dbURL, 200) }
 	}
-	floor, err := floorOf()
+	per, err := floorOf()
 	if err != nil {
 		return fmt.Errorf("%s floor: %w", floorName, err)
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: maxClients + 4, MaxConnsPerHost: 0}, Timeout: 30 * time.Second}
 	fmt.Printf("signer decide over HTTP, %s, %s per level; %s floor %s (%.0f/s at one %s per decide)\n",
-		store, dur, floorName, floor.Round(time.Microsecond), float64(time.Second)/float64(floor), floorName)
+		store, dur, floorName, per.Round(time.Microsecond), float64(time.Second)/float64(per), floorName)
 	fmt.Printf("%8s %10s %10s %10s %12s %12s %14s %8s\n", "clients", "decides/s", "p50", "p99", "x_floor_rate", "per_commit", "cpu/decide", "errors")
 	for _, n := range levels {
 		lv, err := runLevel(ctx, s, hc, n, dur)
@@ -108,7 +110,7 @@ func run(ctx context.Context, bin, repo, pgURL, clientList string, dur time.Dura
 		}
 		fmt.Printf("%8d %10.0f %10s %10s %12.2f %12s %14s %8d\n", n, lv.rate(),
 			lv.p50.Round(10*time.Microsecond), lv.p99.Round(10*time.Microsecond),
-			lv.rate()*floor.Seconds(), perCommit, cpu.Round(time.Microsecond), lv.errs)
+			lv.rate()*per.Seconds(), perCommit, cpu.Round(time.Microsecond), lv.errs)
 		if lv.errs > 0 {
 			return fmt.Errorf("%d clients: %d decides failed, first: %s", n, lv.errs, lv.firstErr)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -39,27 +38,4 @@ func pgSchema(ctx context.Context, base string) (string, func(), error) {
 	q.Set("search_path", name)
 	u.RawQuery = q.Encode()
 	return u.String(), drop, nil
-}
-
-// commitFloor is the mean time of a one-row INSERT committed on its own
-// on the server at dbURL: what a decide would pay alone if each were
-// committed by itself.
-func commitFloor(ctx context.Context, dbURL string) (time.Duration, error) {
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE TABLE commit_probe (x integer)"); err != nil {
-		return 0, err
-	}
-	defer conn.Exec(ctx, "DROP TABLE commit_probe")
-	const n = 200
-	start := time.Now()
-	for range n {
-		if _, err := conn.Exec(ctx, "INSERT INTO commit_probe VALUES (1)"); err != nil {
-			return 0, err
-		}
-	}
-	return time.Since(start) / n, nil
 }
