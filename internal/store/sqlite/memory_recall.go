@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 
@@ -20,10 +21,6 @@ const recallCap = 2000
 // recallWiden is how many more FTS5 candidates than the limit the fast
 // path of a keyword recall ranks before it filters them by namespace.
 const recallWiden = 2
-
-// sqlRecallProbe counts the matches of an FTS5 query in the whole index,
-// up to recallCap+1 (no ranking, no row read).
-const sqlRecallProbe = `SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)`
 
 // recallFilter returns the namespace and query filter on memories x
 // (tenant, agent, kind, active) and its arguments.
@@ -75,37 +72,58 @@ func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
 		append(append([]any{match}, args...), q.Limit)
 }
 
-// recallFastSQL returns the fast path of a keyword recall: the best
-// n candidates of the whole index by FTS5 rank (bm25), ranked without
-// reading a row, then filtered by namespace, carrying only (rowid,
-// score, created_at) until the limit is taken. Each row is
-// memoryColumns, its score, the number of candidates and the worst
-// candidate's score.
+// recallKindWiden is how many more candidates the fast path ranks when
+// the recall is restricted to one kind (one of four in a typical
+// namespace), so that the restriction still leaves the limit's worth.
+const recallKindWiden = 4
+
+// recallFastSQL returns the fast path of a keyword recall, one
+// statement over the whole index:
+//   - a: the newest recallCap+1 matches with their FTS5 rank (bm25), no
+//     row read;
+//   - c: the best n of a, and every match tied with the n-th (so the cut
+//     never falls inside a tie);
+//   - r: those of c in the namespace, ranked, carrying only (rowid,
+//     score, created_at) until the limit is taken.
+//
+// It returns one row per memory of r (matches, candidates, rowid,
+// memoryColumns), or, when r is empty, a single row whose rowid and
+// memory columns are NULL: matches is the number of rows of a (recallCap+1
+// means more than the cap), candidates the number of rows of c.
 func recallFastSQL(ns memory.Namespace, q memory.Query, match string, n int) (string, []any) {
 	filter, args := recallFilter(ns, q)
-	return `WITH c AS MATERIALIZED (
-			SELECT rowid AS rid, rank AS score FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?
+	return `WITH a AS MATERIALIZED (
+			SELECT rowid AS rid, rank AS score FROM memories_fts WHERE memories_fts MATCH ?
+			ORDER BY rowid DESC LIMIT ` + fmt.Sprint(recallCap+1) + `
+		), c AS MATERIALIZED (
+			SELECT rid, score FROM a
+			WHERE score <= coalesce((SELECT score FROM a ORDER BY score LIMIT 1 OFFSET ?), 1e308)
 		), r AS (
 			SELECT c.rid, c.score, x.created_at AS created FROM c CROSS JOIN memories x ON x.id = c.rid
 			WHERE ` + filter + `
 			ORDER BY c.score, x.created_at DESC, x.id DESC LIMIT ?
+		), rm AS (
+			SELECT r.rid, r.score, r.created, ` + memoryColumns + ` FROM r CROSS JOIN memories m ON m.id = r.rid
+		), s AS (
+			SELECT (SELECT count(*) FROM a) AS matches, (SELECT count(*) FROM c) AS candidates
 		)
-		SELECT ` + memoryColumns + `, r.score, (SELECT count(*) FROM c), (SELECT max(score) FROM c)
-		FROM r CROSS JOIN memories m ON m.id = r.rid
-		ORDER BY r.score, r.created DESC, r.rid DESC`,
-		append(append([]any{match, n}, args...), q.Limit)
+		SELECT s.matches, s.candidates, rm.rid, ` + strings.ReplaceAll(memoryColumns, "m.", "rm.") + `
+		FROM s LEFT JOIN rm ON true
+		ORDER BY rm.score, rm.created DESC, rm.rid DESC`,
+		append(append([]any{match, n - 1}, args...), q.Limit)
 }
 
 // RecallMemories implements memory.Store.
 //
-// A keyword recall whose query matches at most recallCap memories of the
-// whole index first ranks the best few candidates of the index (the fast
-// path: no row is read until the ranking is done) and keeps those of the
-// namespace; the answer is exact when the candidates hold the limit's
-// worth of the namespace's memories strictly better than the worst
-// candidate, or every match. Otherwise (candidates mostly of other
-// namespaces, ties at the cut, or a query matching more than recallCap
-// memories) it runs recallSQL, which filters by namespace before ranking.
+// A keyword recall first ranks the best few candidates of the whole
+// index (the fast path: no row is read until the ranking is done) and
+// keeps those of the namespace; the answer is exact when the query
+// matches at most recallCap memories of the index and the candidates
+// hold the limit's worth of the namespace's memories strictly better
+// than the worst candidate, or every match. Otherwise (no candidate of
+// the namespace, candidates mostly of other namespaces, ties at the cut,
+// or a query matching more than recallCap memories) it runs recallSQL,
+// which filters by namespace before ranking.
 func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Query) ([]memory.Memory, error) {
 	out, err := d.recall(ctx, ns, q)
 	if err != nil {
@@ -146,20 +164,15 @@ func (d *DB) recall(ctx context.Context, ns memory.Namespace, q memory.Query) ([
 }
 
 // recallFast runs the fast path; ok is false if its answer is not known
-// to be exact (see RecallMemories).
+// to be exact. It is exact when the query matches at most recallCap
+// memories and either the limit is filled (every match outside the
+// candidates ranks strictly after every candidate) or every match was a
+// candidate.
 func (d *DB) recallFast(ctx context.Context, ns memory.Namespace, q memory.Query, match string) (out []memory.Memory, ok bool, err error) {
-	probe, err := d.stmts.get(ctx, sqlRecallProbe)
-	if err != nil {
-		return nil, false, err
-	}
-	var matches int
-	if err := probe.QueryRowContext(ctx, match, recallCap+1).Scan(&matches); err != nil {
-		return nil, false, err
-	}
-	if matches > recallCap {
-		return nil, false, nil
-	}
 	n := recallWiden*q.Limit + 8
+	if q.Kind != "" {
+		n *= recallKindWiden
+	}
 	query, args := recallFastSQL(ns, q, match, n)
 	st, err := d.stmts.get(ctx, query)
 	if err != nil {
@@ -170,13 +183,31 @@ func (d *DB) recallFast(ctx context.Context, ns memory.Namespace, q memory.Query
 		return nil, false, err
 	}
 	defer rows.Close()
+	cols, err := rows.Columns()
+	if err != nil {
+		return nil, false, err
+	}
 	var (
-		last, worst float64
-		candidates  int
+		matches, candidates int
+		rid                 sql.NullInt64
+		head                = []any{&matches, &candidates, &rid}
+		skip                = make([]any, len(cols))
 	)
+	for i := range skip {
+		skip[i] = new(any)
+	}
 	for rows.Next() {
+		// Scan the counts first; the memory columns are NULL when no
+		// candidate is in the namespace (rows.Scan may be called again
+		// on the same row).
+		if err := rows.Scan(append(head, skip[len(head):]...)...); err != nil {
+			return nil, false, err
+		}
+		if !rid.Valid {
+			break
+		}
 		m, err := scanMemory(scanFunc(func(dest ...any) error {
-			return rows.Scan(append(dest, &last, &candidates, &worst)...)
+			return rows.Scan(append(skip[:len(head):len(head)], dest...)...)
 		}))
 		if err != nil {
 			return nil, false, err
@@ -187,10 +218,10 @@ func (d *DB) recallFast(ctx context.Context, ns memory.Namespace, q memory.Query
 		return nil, false, err
 	}
 	switch {
-	case matches < n || (len(out) > 0 && candidates < n):
-		return out, true, nil // every match was a candidate
-	case len(out) == q.Limit && last < worst:
-		return out, true, nil // no match outside the candidates ranks before the last
+	case matches > recallCap:
+		return nil, false, nil
+	case len(out) == q.Limit || candidates == matches:
+		return out, true, nil
 	}
 	return nil, false, nil
 }

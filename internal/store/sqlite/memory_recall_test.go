@@ -240,3 +240,42 @@ func texts0(ms []memory.Memory) []string {
 	}
 	return out
 }
+
+// TestRecallFastStopsAtTheCap: with exactly recallCap+1 matches, the
+// fast path (which reads recallCap+1 of them to tell) gives no answer,
+// so the one outside the newest recallCap, though the best, is not
+// ranked, as with any larger count.
+func TestRecallFastStopsAtTheCap(t *testing.T) {
+	db := openSignerTestDB(t, t.TempDir())
+	ctx := context.Background()
+	texts := []string{"prefers prefers prefers alpha"}
+	for i := range recallCap - 20 {
+		texts = append(texts, fmt.Sprintf("the user prefers tea number %d", i))
+	}
+	for i := range 20 { // ranked between alpha and the rest, each its own score
+		texts = append(texts, "prefers prefers "+strings.Repeat("tea ", i))
+	}
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		for i, text := range texts {
+			m := memory.Memory{Kind: "note", Text: text, Session: "s", CreatedAt: t0.Add(time.Duration(i) * time.Second)}
+			if err := db.insertMemory(ctx, tx, nsA, m, int64(i+1)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := memory.Query{Text: "prefers", Limit: 3}
+	if got, ok, err := db.recallFast(ctx, nsA, q, ftsQuery(q.Text)); err != nil || ok {
+		t.Fatalf("recallFast = %v, %v, %v; want no answer over the cap", texts0(got), ok, err)
+	}
+	got, err := db.RecallMemories(ctx, nsA, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || slices.Contains(texts0(got), texts[0]) {
+		t.Fatalf("recall = %v, want 3 of the newest %d matches", texts0(got), recallCap)
+	}
+}
