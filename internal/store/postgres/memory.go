@@ -230,7 +230,9 @@ const recallCap = 2000
 // A search returns the memories of the namespace whose terms match
 // memoryQuery(q.Text), best first by ts_rank (PostgreSQL has no BM25;
 // see RecallMemories), then newest first, among the first recallCap
-// matches of the namespace (all of them, when there are no more).
+// matches of the namespace (all of them, when there are no more). The
+// ranking carries only (id, created_at, rank); the full rows are read
+// for the limit's worth that it returns.
 func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
 	var filter strings.Builder
 	args := []any{ns.Tenant, ns.Agent}
@@ -242,22 +244,27 @@ func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
 	if !q.History {
 		filter.WriteString(` AND superseded_by IS NULL`)
 	}
+	// The limit (1 to 100) is written into the statement, not bound: a
+	// generic plan of a bound LIMIT guesses it large, and for the newest
+	// memories sorts the namespace instead of walking memories_newest.
 	if strings.TrimSpace(q.Text) == "" {
-		args = append(args, q.Limit)
-		return fmt.Sprintf(`SELECT %s FROM memories WHERE %s ORDER BY created_at DESC, id DESC LIMIT $%d`,
-			memoryColumns, filter.String(), len(args)), args
+		return fmt.Sprintf(`SELECT %s FROM memories WHERE %s ORDER BY created_at DESC, id DESC LIMIT %d`,
+			memoryColumns, filter.String(), q.Limit), args
 	}
 	tsq := memoryQuery(q.Text)
 	if tsq == "" {
 		return "", nil
 	}
-	args = append(args, tsq, q.Limit)
-	qi, li := len(args)-1, len(args)
+	args = append(args, tsq)
+	qi := len(args)
 	return fmt.Sprintf(`SELECT %s FROM (
-			SELECT %s, terms FROM memories WHERE %s AND terms @@ $%d::tsquery LIMIT %d
-		) m
-		ORDER BY ts_rank(terms, $%d::tsquery) DESC, created_at DESC, id DESC LIMIT $%d`,
-		memoryColumns, memoryColumns, filter.String(), qi, recallCap, qi, li), args
+			SELECT id, created_at, score FROM (
+				SELECT id, created_at, ts_rank(terms, $%d::tsquery) AS score FROM memories
+				WHERE %s AND terms @@ $%d::tsquery LIMIT %d
+			) s ORDER BY score DESC, created_at DESC, id DESC LIMIT %d
+		) r JOIN memories m USING (id)
+		ORDER BY r.score DESC, r.created_at DESC, r.id DESC`,
+		"m."+strings.ReplaceAll(memoryColumns, ", ", ", m."), qi, filter.String(), qi, recallCap, q.Limit), args
 }
 
 // RecallMemories implements memory.Store. PostgreSQL has no BM25: a
