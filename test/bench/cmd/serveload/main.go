@@ -5,6 +5,18 @@
 // directory). It prints, per level, decides/s, p50 and p99, decides per
 // group commit (custody_signer_commits_total) and the server's CPU per
 // decide. It talks to 127.0.0.1 only. `make bench` runs it.
+//
+// After the table it prints the same levels in the Go benchmark format
+// (a "pkg:" line, then one line per level), for benchstat and
+// test/bench/cmd/benchsum:
+//
+//	BenchmarkServeDecide/store=sqlite/clients=8 13250 377358 ns/op 2650 decides/s 2.500 p50-ms 8.100 p99-ms 6.9 decides/commit 315 cpu-µs/decide
+//
+// store is sqlite, or postgres with -postgres. The iteration count is the
+// decides made at that level and ns/op is wall time over them (as with
+// testing.B.RunParallel). decides/commit is left out when the server does
+// not expose custody_signer_commits_total, cpu-µs/decide when /proc gave
+// no CPU time.
 package main
 
 import (
@@ -16,6 +28,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -81,10 +94,10 @@ func run(ctx context.Context, bin, repo, pgURL, clientList string, dur time.Dura
 		return err
 	}
 	defer s.stop()
-	store, floorName := "SQLite (synchronous=FULL)", "fsync"
+	store, storeKey, floorName := "SQLite (synchronous=FULL)", "sqlite", "fsync"
 	floorOf := func() (time.Duration, error) { return floor.Fsync(s.dataDir, 4096, 200) }
 	if dbURL != "" {
-		store, floorName = "PostgreSQL", "commit"
+		store, storeKey, floorName = "PostgreSQL", "postgres", "commit"
 		floorOf = func() (time.Duration, error) { return floor.Commit(ctx, dbURL, 200) }
 	}
 	per, err := floorOf()
@@ -95,6 +108,7 @@ func run(ctx context.Context, bin, repo, pgURL, clientList string, dur time.Dura
 	fmt.Printf("signer decide over HTTP, %s, %s per level; %s floor %s (%.0f/s at one %s per decide)\n",
 		store, dur, floorName, per.Round(time.Microsecond), float64(time.Second)/float64(per), floorName)
 	fmt.Printf("%8s %10s %10s %10s %12s %12s %14s %8s\n", "clients", "decides/s", "p50", "p99", "x_floor_rate", "per_commit", "cpu/decide", "errors")
+	var bench []string // one benchmark-format line per level, printed after the table
 	for _, n := range levels {
 		lv, err := runLevel(ctx, s, hc, n, dur)
 		if err != nil {
@@ -114,6 +128,32 @@ func run(ctx context.Context, bin, repo, pgURL, clientList string, dur time.Dura
 		if lv.errs > 0 {
 			return fmt.Errorf("%d clients: %d decides failed, first: %s", n, lv.errs, lv.firstErr)
 		}
+		bench = append(bench, benchLine(storeKey, lv))
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Path != "" {
+		fmt.Println("pkg: " + bi.Path)
+	}
+	for _, l := range bench {
+		fmt.Println(l)
 	}
 	return nil
+}
+
+// benchLine formats lv as one line of the Go benchmark format, named
+// BenchmarkServeDecide/store=STORE/clients=N (see the package doc).
+func benchLine(store string, lv level) string {
+	b := fmt.Appendf(nil, "BenchmarkServeDecide/store=%s/clients=%d\t%8d", store, lv.clients, lv.decides)
+	if lv.decides == 0 {
+		return string(b)
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b = fmt.Appendf(b, "\t%10.0f ns/op\t%.0f decides/s\t%.3f p50-ms\t%.3f p99-ms",
+		float64(lv.elapsed)/float64(lv.decides), lv.rate(), ms(lv.p50), ms(lv.p99))
+	if lv.commits > 0 {
+		b = fmt.Appendf(b, "\t%.1f decides/commit", float64(lv.decides)/lv.commits)
+	}
+	if lv.cpu > 0 {
+		b = fmt.Appendf(b, "\t%.0f cpu-µs/decide", float64(lv.cpu)/float64(time.Microsecond)/float64(lv.decides))
+	}
+	return string(b)
 }
