@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"time"
 )
 
 // The helpers below are the parts of a memory's stored form that every
@@ -25,18 +26,37 @@ func ContentHash(kind, key, text string) []byte {
 	return h.Sum(nil)
 }
 
-// NewID returns a random positive int64 row ID for a memory, which says
-// nothing about how many memories exist.
-func NewID() (int64, error) {
+// idEpoch is the time from which [NewID] counts milliseconds.
+var idEpoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// idRandomBits is the number of random low bits of an ID.
+const idRandomBits = 22
+
+// NewID returns a positive int64 row ID for a memory created at t: the
+// milliseconds from 2020-01-01 UTC to t (0 before it) in the high 41
+// bits, and 22 random bits below. So IDs sort by creation time to the
+// millisecond (a store's index walks them newest first), and say nothing
+// about how many memories exist. Two memories created in the same
+// millisecond get the same ID with probability 2^-22: a store whose
+// insert finds the ID taken makes another. It fails only if t is after
+// 2089 (41 bits of milliseconds) or the system's random source does.
+func NewID(t time.Time) (int64, error) {
+	ms := t.Sub(idEpoch).Milliseconds()
+	if ms < 0 {
+		ms = 0
+	}
+	if ms >= 1<<(63-idRandomBits) {
+		return 0, fmt.Errorf("memory id: time %s is past the ID range", t.UTC().Format(time.RFC3339))
+	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return 0, err
 	}
-	id := int64(binary.BigEndian.Uint64(b[:]) >> 1)
-	if id == 0 {
-		id = 1
+	r := int64(binary.BigEndian.Uint64(b[:]) & (1<<idRandomBits - 1))
+	if ms == 0 && r == 0 {
+		r = 1
 	}
-	return id, nil
+	return ms<<idRandomBits | r, nil
 }
 
 // FormatID is a row ID as the API shows it ([Memory.ID]): 16 lowercase

@@ -3,6 +3,7 @@ package memory
 import (
 	"bytes"
 	"testing"
+	"time"
 )
 
 func TestContentHashSeparatesFields(t *testing.T) {
@@ -16,7 +17,7 @@ func TestContentHashSeparatesFields(t *testing.T) {
 
 func TestIDForms(t *testing.T) {
 	for i := 0; i < 100; i++ {
-		id, err := NewID()
+		id, err := NewID(time.Now())
 		if err != nil || id <= 0 {
 			t.Fatalf("NewID = %d, %v", id, err)
 		}
@@ -29,5 +30,42 @@ func TestIDForms(t *testing.T) {
 		if _, ok := ParseID(s); ok {
 			t.Errorf("ParseID(%q) accepted", s)
 		}
+	}
+}
+
+// TestIDOrder: IDs of later milliseconds sort after earlier ones whatever
+// their random bits; times before the epoch still give a positive ID, and
+// times past the range an error.
+func TestIDOrder(t *testing.T) {
+	base := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
+	prev := int64(0)
+	for i := range 200 {
+		id, err := NewID(base.Add(time.Duration(i) * time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if id <= prev {
+			t.Fatalf("NewID at +%d ms = %x, not after %x", i, id, prev)
+		}
+		prev = id
+	}
+	seen := map[int64]bool{}
+	for range 50 {
+		id, err := NewID(base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[id] = true
+	}
+	if len(seen) < 45 {
+		t.Errorf("50 IDs in one millisecond gave only %d distinct: the low bits are not random", len(seen))
+	}
+	for _, at := range []time.Time{{}, time.Unix(0, 0), idEpoch} {
+		if id, err := NewID(at); err != nil || id <= 0 || id >= 1<<idRandomBits {
+			t.Errorf("NewID(%s) = %x, %v; want a positive ID in the first millisecond", at, id, err)
+		}
+	}
+	if id, err := NewID(time.Date(2090, 1, 1, 0, 0, 0, 0, time.UTC)); err == nil {
+		t.Errorf("NewID(2090) = %x, want an error", id)
 	}
 }

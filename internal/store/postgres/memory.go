@@ -10,13 +10,16 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentcustody/custody/internal/memory"
 )
 
 var _ memory.Store = (*DB)(nil)
 
-// memorySchema is migration 2: memories and working state.
+// memorySchema is migration 2: memories and working state. A memory's id
+// is memory.NewID: its creation time in milliseconds, then 22 random
+// bits (IDs made by earlier versions are wholly random).
 //
 // Text and key are bytea, not text: a memory is kept byte for byte, and
 // PostgreSQL's text cannot hold NUL, which valid UTF-8 may contain. Tags
@@ -172,10 +175,35 @@ func insertMemory(ctx context.Context, tx pgx.Tx, ns memory.Namespace, m memory.
 	return nil
 }
 
+// idAttempts is how many IDs a remember tries (memory.NewID: two in one
+// millisecond are equal with probability 2^-22) before it gives up.
+const idAttempts = 3
+
+// errIDTaken is a remember's insert finding its new ID already used.
+var errIDTaken = errors.New("memory id already taken")
+
 // RememberMemory implements memory.Store. Under the namespace's lock it
 // looks for an active duplicate, supersedes the active memory of the same
-// kind and key, and inserts, in one transaction.
+// kind and key, and inserts, in one transaction. A new memory's ID is
+// memory.NewID of its CreatedAt; if that ID is taken (by any namespace),
+// the whole transaction is run again with another (idAttempts in all).
 func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
+	var (
+		res memory.Remembered
+		err error
+	)
+	for range idAttempts {
+		if res, err = d.remember(ctx, ns, m); !errors.Is(err, errIDTaken) {
+			break
+		}
+	}
+	if err != nil {
+		return memory.Remembered{}, fmt.Errorf("postgres: remember memory: %w", err)
+	}
+	return res, nil
+}
+
+func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
 	var res memory.Remembered
 	err := d.tx(ctx, func(tx pgx.Tx) error {
 		if err := lockNamespace(ctx, tx, ns); err != nil {
@@ -190,7 +218,7 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("find duplicate: %w", err)
 		}
-		id, err := memory.NewID()
+		id, err := d.newID(m.CreatedAt)
 		if err != nil {
 			return fmt.Errorf("new memory id: %w", err)
 		}
@@ -208,12 +236,14 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 				return fmt.Errorf("supersede: %w", err)
 			}
 		}
-		return insertMemory(ctx, tx, ns, m, id)
+		err = insertMemory(ctx, tx, ns, m, id)
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "memories_pkey" {
+			return errIDTaken
+		}
+		return err
 	})
-	if err != nil {
-		return memory.Remembered{}, fmt.Errorf("postgres: remember memory: %w", err)
-	}
-	return res, nil
+	return res, err
 }
 
 // recallCap bounds the work of one keyword recall: at most this many

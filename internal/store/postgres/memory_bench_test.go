@@ -27,7 +27,7 @@ func loadMemories(tb testing.TB, db *DB, ns memory.Namespace, ms []memory.Memory
 		for len(ms) > 0 {
 			var batch pgx.Batch
 			for _, m := range ms[:min(len(ms), 1000)] {
-				id, err := memory.NewID()
+				id, err := memory.NewID(m.CreatedAt)
 				if err != nil {
 					return err
 				}

@@ -223,3 +223,8 @@ func FuzzRecallQuery(f *testing.F) {
 		}
 	})
 }
+
+func TestMemoryIDTaken(t *testing.T) {
+	db := openTestDB(t)
+	storetest.MemoryIDTaken(t, db, func(next func(time.Time) (int64, error)) { db.newID = next })
+}

@@ -18,7 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/agentcustody/custody/internal/memory"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -30,6 +32,8 @@ const migrationLock int64 = 0x637573746f6479
 // DB is an open custody database. It is safe for concurrent use.
 type DB struct {
 	pool *pgxpool.Pool
+	// newID makes a new memory's ID: memory.NewID (tests replace it).
+	newID func(time.Time) (int64, error)
 }
 
 // Open connects to the database at url, a PostgreSQL connection URL or
@@ -63,7 +67,7 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect to %s: %w", where(cfg), err)
 	}
-	d := &DB{pool: pool}
+	d := &DB{pool: pool, newID: memory.NewID}
 	if err := d.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

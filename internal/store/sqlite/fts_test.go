@@ -147,7 +147,7 @@ func TestTokensMatchFTS5(t *testing.T) {
 	ids := make(map[int64]doc, len(docs))
 	err := db.tx(ctx, func(tx *sql.Tx) error {
 		for _, d := range docs {
-			id, err := memory.NewID()
+			id, err := memory.NewID(t0.Add(time.Duration(len(ids)) * time.Millisecond))
 			if err != nil {
 				return err
 			}

@@ -111,8 +111,37 @@ func (d *DB) insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, 
 	return nil
 }
 
-// RememberMemory implements memory.Store.
+// idAttempts is how many IDs a remember tries (memory.NewID: two in one
+// millisecond are equal with probability 2^-22) before it gives up.
+const idAttempts = 3
+
+// errIDTaken is a remember's insert finding its new ID already used.
+var errIDTaken = errors.New("memory id already taken")
+
+// sqliteConstraintPrimaryKey is SQLITE_CONSTRAINT_PRIMARYKEY, the
+// extended result code of an insert whose rowid is taken.
+const sqliteConstraintPrimaryKey = 1555
+
+// RememberMemory implements memory.Store. A new memory's ID is
+// memory.NewID of its CreatedAt; if that ID is taken, the whole
+// transaction is run again with another (idAttempts in all).
 func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
+	var (
+		res memory.Remembered
+		err error
+	)
+	for range idAttempts {
+		if res, err = d.remember(ctx, ns, m); !errors.Is(err, errIDTaken) {
+			break
+		}
+	}
+	if err != nil {
+		return memory.Remembered{}, fmt.Errorf("sqlite: remember memory: %w", err)
+	}
+	return res, nil
+}
+
+func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
 	var res memory.Remembered
 	err := d.tx(ctx, func(tx *sql.Tx) error {
 		find, err := d.stmts.inTx(ctx, tx, sqlFindActiveByHash)
@@ -127,7 +156,7 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 		if !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("find duplicate: %w", err)
 		}
-		id, err := memory.NewID()
+		id, err := d.newID(m.CreatedAt)
 		if err != nil {
 			return fmt.Errorf("new memory id: %w", err)
 		}
@@ -148,12 +177,14 @@ func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.M
 				return fmt.Errorf("supersede: %w", err)
 			}
 		}
-		return d.insertMemory(ctx, tx, ns, m, id)
+		err = d.insertMemory(ctx, tx, ns, m, id)
+		var coded interface{ Code() int }
+		if errors.As(err, &coded) && coded.Code() == sqliteConstraintPrimaryKey {
+			return errIDTaken
+		}
+		return err
 	})
-	if err != nil {
-		return memory.Remembered{}, fmt.Errorf("sqlite: remember memory: %w", err)
-	}
-	return res, nil
+	return res, err
 }
 
 // ForgetMemory implements memory.Store.

@@ -35,10 +35,10 @@ func removeCorpusCache() {
 
 // openCorpus returns a database of its own holding n memories in nsA, and
 // the corpus generator after them (for more text). The first call for n
-// builds the corpus in one transaction, with the random ids a server
-// gives (so b-tree pages are as full as in a database grown by use, not
-// packed as an insert in id order would leave them) and without ANALYZE
-// (a server never runs it); later calls copy it.
+// builds the corpus in one transaction, with the IDs a server gives
+// (memory.NewID of each memory's creation time, so in creation order, as
+// a database grown by use has them) and without ANALYZE (a server never
+// runs it); later calls copy it.
 func openCorpus(b *testing.B, n int) (*DB, *storetest.MemoryCorpus) {
 	b.Helper()
 	c := storetest.NewMemoryCorpus()
@@ -80,7 +80,7 @@ func cachedCorpus(n int, ms []memory.Memory) (string, error) {
 	}
 	ids := make([]int64, len(ms))
 	for i := range ids {
-		if ids[i], err = memory.NewID(); err != nil {
+		if ids[i], err = memory.NewID(ms[i].CreatedAt); err != nil {
 			return "", err
 		}
 	}

@@ -13,9 +13,11 @@ import (
 // matching memories of the namespace are ranked by BM25 (which costs
 // about 5-10 µs per memory). A query matching more of them ("the user
 // prefers" matches most memories) ranks the namespace's newest recallCap
-// matches (FTS5 walks its index in descending rowid, the order memories
-// were written) instead of all of them: its answer is the best of the
-// newest recallCap matches, not of every match.
+// matches (FTS5 walks its index in descending rowid, and a memory's ID,
+// its rowid, begins with its creation time: memory.NewID) instead of all
+// of them: its answer is the best of the newest recallCap matches, not of
+// every match. (IDs made before IDs carried the time are random, so
+// among those the bound keeps an arbitrary subset.)
 const recallCap = 2000
 
 // recallWiden is how many more FTS5 candidates than the limit the fast

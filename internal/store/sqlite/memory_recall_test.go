@@ -21,7 +21,7 @@ func bulkRemember(t *testing.T, db *DB, ns memory.Namespace, texts []string) []s
 	var ids []string
 	err := db.tx(ctx, func(tx *sql.Tx) error {
 		for i, text := range texts {
-			id, err := memory.NewID()
+			id, err := memory.NewID(t0.Add(time.Duration(i) * time.Second))
 			if err != nil {
 				return err
 			}
@@ -158,7 +158,7 @@ func TestRecallTiesAtCut(t *testing.T) {
 			case i%17 == 0:
 				text = fmt.Sprintf("cafe cafe %d", i) // ranks before the ties
 			}
-			id, err := memory.NewID()
+			id, err := memory.NewID(t0.Add(time.Duration(i*7919%200) * time.Millisecond)) // IDs not in creation order
 			if err != nil {
 				return err
 			}

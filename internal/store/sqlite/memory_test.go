@@ -126,3 +126,8 @@ func TestMemoryQueryPlans(t *testing.T) {
 		})
 	}
 }
+
+func TestMemoryIDTaken(t *testing.T) {
+	db := openTestDB(t)
+	storetest.MemoryIDTaken(t, db, func(next func(time.Time) (int64, error)) { db.newID = next })
+}

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/agentcustody/custody/internal/memory"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
@@ -38,6 +39,8 @@ type DB struct {
 	heads headCache
 	// wlock orders this handle's writes (see writeLock).
 	wlock writeLock
+	// newID makes a new memory's ID: memory.NewID (tests replace it).
+	newID func(time.Time) (int64, error)
 }
 
 // Open opens (creating if needed) dir/custody.db and brings its schema up
@@ -64,7 +67,7 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
-	d := &DB{db: db, stmts: newStmts(db), wlock: newWriteLock()}
+	d := &DB{db: db, stmts: newStmts(db), wlock: newWriteLock(), newID: memory.NewID}
 	if err := d.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
