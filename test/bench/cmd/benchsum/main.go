@@ -86,13 +86,24 @@ type check struct {
 // checks are the targets of issue 13, in the order they are printed.
 var checks = func() []check {
 	var cs []check
-	for _, s := range []struct{ key, label string }{{"sqlite", "SQLite"}, {"postgres", "PostgreSQL"}} {
+	// The targets are SQLite's; issue 13 asks the same to be reported on
+	// PostgreSQL. 2126 is 2x the 1,063 decides/s measured at 8 clients
+	// when the issue was filed.
+	for _, s := range []struct {
+		key, label string
+		reportOnly bool
+	}{{"sqlite", "SQLite", false}, {"postgres", "PostgreSQL", true}} {
 		name := "BenchmarkServeDecide/store=" + s.key + "/clients="
+		opOr := func(o op) op {
+			if s.reportOnly {
+				return report
+			}
+			return o
+		}
 		cs = append(cs,
-			check{"signer", "decide over HTTP, " + s.label + ", 128 clients", "", name + "128", "decides/s", atLeast, 5000},
-			// 2x the 1,063 decides/s measured when issue 13 was filed.
-			check{"signer", "decide over HTTP, " + s.label + ", 8 clients", "", name + "8", "decides/s", atLeast, 2126},
-			check{"signer", "decide over HTTP, " + s.label + ", 8 clients", "", name + "8", "p99-ms", below, 10},
+			check{"signer", "decide over HTTP, " + s.label + ", 128 clients", "", name + "128", "decides/s", opOr(atLeast), 5000},
+			check{"signer", "decide over HTTP, " + s.label + ", 8 clients", "", name + "8", "decides/s", opOr(atLeast), 2126},
+			check{"signer", "decide over HTTP, " + s.label + ", 8 clients", "", name + "8", "p99-ms", opOr(below), 10},
 		)
 	}
 	for _, s := range []struct{ pkg, label string }{{"internal/store/sqlite", "SQLite"}, {"internal/store/postgres", "PostgreSQL"}} {
