@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -57,6 +58,29 @@ func NewID(t time.Time) (int64, error) {
 		r = 1
 	}
 	return ms<<idRandomBits | r, nil
+}
+
+// ErrIDTaken is what a store's insert returns inside [RetryIDTaken]
+// when the new memory's ID is already used (by any namespace).
+var ErrIDTaken = errors.New("memory id already taken")
+
+// idAttempts is how many IDs [RetryIDTaken] tries.
+const idAttempts = 3
+
+// RetryIDTaken runs remember, a whole remember transaction with a new ID
+// from [NewID], again while it fails with [ErrIDTaken], up to 3 times in
+// all; it returns the last result.
+func RetryIDTaken(remember func() (Remembered, error)) (Remembered, error) {
+	var (
+		res Remembered
+		err error
+	)
+	for range idAttempts {
+		if res, err = remember(); !errors.Is(err, ErrIDTaken) {
+			break
+		}
+	}
+	return res, err
 }
 
 // FormatID is a row ID as the API shows it ([Memory.ID]): 16 lowercase

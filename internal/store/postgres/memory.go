@@ -175,28 +175,13 @@ func insertMemory(ctx context.Context, tx pgx.Tx, ns memory.Namespace, m memory.
 	return nil
 }
 
-// idAttempts is how many IDs a remember tries (memory.NewID: two in one
-// millisecond are equal with probability 2^-22) before it gives up.
-const idAttempts = 3
-
-// errIDTaken is a remember's insert finding its new ID already used.
-var errIDTaken = errors.New("memory id already taken")
-
 // RememberMemory implements memory.Store. Under the namespace's lock it
 // looks for an active duplicate, supersedes the active memory of the same
 // kind and key, and inserts, in one transaction. A new memory's ID is
 // memory.NewID of its CreatedAt; if that ID is taken (by any namespace),
-// the whole transaction is run again with another (idAttempts in all).
+// the whole transaction is run again with another (memory.RetryIDTaken).
 func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
-	var (
-		res memory.Remembered
-		err error
-	)
-	for range idAttempts {
-		if res, err = d.remember(ctx, ns, m); !errors.Is(err, errIDTaken) {
-			break
-		}
-	}
+	res, err := memory.RetryIDTaken(func() (memory.Remembered, error) { return d.remember(ctx, ns, m) })
 	if err != nil {
 		return memory.Remembered{}, fmt.Errorf("postgres: remember memory: %w", err)
 	}
@@ -239,7 +224,7 @@ func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory)
 		err = insertMemory(ctx, tx, ns, m, id)
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "memories_pkey" {
-			return errIDTaken
+			return memory.ErrIDTaken
 		}
 		return err
 	})

@@ -111,30 +111,15 @@ func (d *DB) insertMemory(ctx context.Context, tx *sql.Tx, ns memory.Namespace, 
 	return nil
 }
 
-// idAttempts is how many IDs a remember tries (memory.NewID: two in one
-// millisecond are equal with probability 2^-22) before it gives up.
-const idAttempts = 3
-
-// errIDTaken is a remember's insert finding its new ID already used.
-var errIDTaken = errors.New("memory id already taken")
-
 // sqliteConstraintPrimaryKey is SQLITE_CONSTRAINT_PRIMARYKEY, the
 // extended result code of an insert whose rowid is taken.
 const sqliteConstraintPrimaryKey = 1555
 
 // RememberMemory implements memory.Store. A new memory's ID is
 // memory.NewID of its CreatedAt; if that ID is taken, the whole
-// transaction is run again with another (idAttempts in all).
+// transaction is run again with another (memory.RetryIDTaken).
 func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
-	var (
-		res memory.Remembered
-		err error
-	)
-	for range idAttempts {
-		if res, err = d.remember(ctx, ns, m); !errors.Is(err, errIDTaken) {
-			break
-		}
-	}
+	res, err := memory.RetryIDTaken(func() (memory.Remembered, error) { return d.remember(ctx, ns, m) })
 	if err != nil {
 		return memory.Remembered{}, fmt.Errorf("sqlite: remember memory: %w", err)
 	}
@@ -180,7 +165,7 @@ func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory)
 		err = d.insertMemory(ctx, tx, ns, m, id)
 		var coded interface{ Code() int }
 		if errors.As(err, &coded) && coded.Code() == sqliteConstraintPrimaryKey {
-			return errIDTaken
+			return memory.ErrIDTaken
 		}
 		return err
 	})

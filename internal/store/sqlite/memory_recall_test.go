@@ -201,24 +201,12 @@ func TestRecallTiesAtCut(t *testing.T) {
 func TestRecallBoundKeepsTheNewest(t *testing.T) {
 	db := openSignerTestDB(t, t.TempDir())
 	ctx := context.Background()
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	texts := []string{"prefers prefers prefers alpha"}
 	for i := range recallCap + 5 {
 		texts = append(texts, fmt.Sprintf("the user prefers tea number %d", i))
 	}
 	texts = append(texts, "prefers prefers prefers omega")
-	err := db.tx(ctx, func(tx *sql.Tx) error {
-		for i, text := range texts {
-			m := memory.Memory{Kind: "note", Text: text, Session: "s", CreatedAt: t0.Add(time.Duration(i) * time.Second)}
-			if err := db.insertMemory(ctx, tx, nsA, m, int64(i+1)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	insertInOrder(t, db, texts)
 	got, err := db.RecallMemories(ctx, nsA, memory.Query{Text: "prefers", Limit: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -255,6 +243,25 @@ func TestRecallFastStopsAtTheCap(t *testing.T) {
 	for i := range 20 { // ranked between alpha and the rest, each its own score
 		texts = append(texts, "prefers prefers "+strings.Repeat("tea ", i))
 	}
+	insertInOrder(t, db, texts)
+	q := memory.Query{Text: "prefers", Limit: 3}
+	if got, ok, err := db.recallFast(ctx, nsA, q, ftsQuery(q.Text)); err != nil || ok {
+		t.Fatalf("recallFast = %v, %v, %v; want no answer over the cap", texts0(got), ok, err)
+	}
+	got, err := db.RecallMemories(ctx, nsA, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 3 || slices.Contains(texts0(got), texts[0]) {
+		t.Fatalf("recall = %v, want 3 of the newest %d matches", texts0(got), recallCap)
+	}
+}
+
+// insertInOrder inserts texts into nsA in one transaction, text i with
+// ID i+1, created i seconds after t0.
+func insertInOrder(t *testing.T, db *DB, texts []string) {
+	t.Helper()
+	ctx := context.Background()
 	err := db.tx(ctx, func(tx *sql.Tx) error {
 		for i, text := range texts {
 			m := memory.Memory{Kind: "note", Text: text, Session: "s", CreatedAt: t0.Add(time.Duration(i) * time.Second)}
@@ -266,16 +273,5 @@ func TestRecallFastStopsAtTheCap(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	q := memory.Query{Text: "prefers", Limit: 3}
-	if got, ok, err := db.recallFast(ctx, nsA, q, ftsQuery(q.Text)); err != nil || ok {
-		t.Fatalf("recallFast = %v, %v, %v; want no answer over the cap", texts0(got), ok, err)
-	}
-	got, err := db.RecallMemories(ctx, nsA, q)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 3 || slices.Contains(texts0(got), texts[0]) {
-		t.Fatalf("recall = %v, want 3 of the newest %d matches", texts0(got), recallCap)
 	}
 }
