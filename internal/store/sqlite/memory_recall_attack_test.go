@@ -269,3 +269,49 @@ func TestAttackRecallOrderRevealsOtherTenants(t *testing.T) {
 		t.Errorf("RecallMemories(nsA, zebra victim) = %q when another tenant's memories hold \"victim\", %q when not: the order leaks the other tenant's words", with, without)
 	}
 }
+
+// TestAttackRecallBoundAfterUpgrade: a database written before IDs
+// carried the time holds random IDs, about 90% of them above every ID
+// memory.NewID makes until the 2080s. The bound of a broad query walks
+// rowids from the top, so in a namespace with recallCap such old matches
+// it ranks only old memories: a memory remembered after the upgrade,
+// however good a match and however new, is never recalled by a query
+// that also matches the old ones (before, with every ID random, it was
+// as likely as any to be among those ranked).
+func TestAttackRecallBoundAfterUpgrade(t *testing.T) {
+	if testing.Short() {
+		t.Skip("inserts over 2000 memories")
+	}
+	db := openTestDB(t)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	old := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	err := db.tx(ctx, func(tx *sql.Tx) error {
+		for i := 0; i < recallCap+200; {
+			id := int64(rng.Uint64() >> 1) // as the old memory.NewID made them
+			if id>>22 < time.Since(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)).Milliseconds() {
+				continue // keep only those above today's IDs, as 90% are
+			}
+			m := memory.Memory{Kind: "note", Text: fmt.Sprintf("the user prefers tea number %d", i), Session: "s", CreatedAt: old.Add(time.Duration(i) * time.Second)}
+			if err := db.insertMemory(ctx, tx, nsA, m, id); err != nil {
+				return err
+			}
+			i++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := db.RememberMemory(ctx, nsA, memory.Memory{Kind: "note", Text: "prefers prefers prefers coffee now", Session: "s", CreatedAt: time.Now().UTC().Truncate(time.Millisecond)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.RecallMemories(ctx, nsA, memory.Query{Text: "prefers", Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 || got[0].ID != fresh.ID {
+		t.Errorf("RecallMemories(prefers) = %q, want the newest and best match %q first", texts0(got), fresh.Memory.Text)
+	}
+}
