@@ -30,34 +30,39 @@ func ContentHash(kind, key, text string) []byte {
 // idEpoch is the time from which [NewID] counts milliseconds.
 var idEpoch = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// idRandomBits is the number of random low bits of an ID.
-const idRandomBits = 22
+// The layout of an ID from [NewID]: idTop in the three bits below the
+// sign, then idTimeBits of milliseconds since idEpoch, then idRandomBits
+// random bits.
+const (
+	idTop        = 7
+	idTimeBits   = 41 // milliseconds until 2089
+	idRandomBits = 19
+)
 
-// NewID returns a positive int64 row ID for a memory created at t: the
-// milliseconds from 2020-01-01 UTC to t (0 before it) in the high 41
-// bits, and 22 random bits below. So IDs sort by creation time to the
-// millisecond (a store's index walks them newest first), and say nothing
-// about how many memories exist. Two memories created in the same
-// millisecond get the same ID with probability 2^-22: a store whose
-// insert finds the ID taken makes another. It fails only if t is after
-// 2089 (41 bits of milliseconds) or the system's random source does.
+// NewID returns a positive int64 row ID for a memory created at t: 0b111
+// in the top three bits (below the sign), the milliseconds from
+// 2020-01-01 UTC to t in the next 41, and 19 random bits. So IDs sort by
+// creation time to the millisecond (a store's index walks them newest
+// first), and say nothing about how many memories exist.
+//
+// IDs made before this layout were 63 random bits; putting new ones in
+// the top eighth of the range sorts them above seven in eight of those
+// (and above more as time passes). Two memories created in the same
+// millisecond get the same ID with probability 2^-19: a store whose
+// insert finds the ID taken makes another ([RetryIDTaken]). NewID fails
+// if t is before 2020 or after 2089, or if the system's random source
+// does.
 func NewID(t time.Time) (int64, error) {
 	ms := t.Sub(idEpoch).Milliseconds()
-	if ms < 0 {
-		ms = 0
-	}
-	if ms >= 1<<(63-idRandomBits) {
-		return 0, fmt.Errorf("memory id: time %s is past the ID range", t.UTC().Format(time.RFC3339))
+	if ms < 0 || ms >= 1<<idTimeBits || t.Before(idEpoch) {
+		return 0, fmt.Errorf("memory id: time %s is outside 2020 to 2089 (is the clock right?)", t.UTC().Format(time.RFC3339))
 	}
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return 0, err
 	}
 	r := int64(binary.BigEndian.Uint64(b[:]) & (1<<idRandomBits - 1))
-	if ms == 0 && r == 0 {
-		r = 1
-	}
-	return ms<<idRandomBits | r, nil
+	return idTop<<(idTimeBits+idRandomBits) | ms<<idRandomBits | r, nil
 }
 
 // ErrIDTaken is what a store's insert returns inside [RetryIDTaken]

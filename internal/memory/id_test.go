@@ -34,8 +34,8 @@ func TestIDForms(t *testing.T) {
 }
 
 // TestIDOrder: IDs of later milliseconds sort after earlier ones whatever
-// their random bits; times before the epoch still give a positive ID, and
-// times past the range an error.
+// their random bits, above seven in eight of the old wholly random IDs
+// (all those below 7<<60); times outside 2020 to 2089 are an error.
 func TestIDOrder(t *testing.T) {
 	base := time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC)
 	prev := int64(0)
@@ -44,8 +44,8 @@ func TestIDOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if id <= prev {
-			t.Fatalf("NewID at +%d ms = %x, not after %x", i, id, prev)
+		if id <= prev || id < 7<<60 {
+			t.Fatalf("NewID at +%d ms = %x, not after %x and in the top eighth", i, id, prev)
 		}
 		prev = id
 	}
@@ -60,12 +60,16 @@ func TestIDOrder(t *testing.T) {
 	if len(seen) < 45 {
 		t.Errorf("50 IDs in one millisecond gave only %d distinct: the low bits are not random", len(seen))
 	}
-	for _, at := range []time.Time{{}, time.Unix(0, 0), idEpoch} {
-		if id, err := NewID(at); err != nil || id <= 0 || id >= 1<<idRandomBits {
-			t.Errorf("NewID(%s) = %x, %v; want a positive ID in the first millisecond", at, id, err)
-		}
+	if id, err := NewID(idEpoch); err != nil || id < 7<<60 || id >= 7<<60+1<<idRandomBits {
+		t.Errorf("NewID(epoch) = %x, %v; want an ID in the first millisecond", id, err)
 	}
-	if id, err := NewID(time.Date(2090, 1, 1, 0, 0, 0, 0, time.UTC)); err == nil {
-		t.Errorf("NewID(2090) = %x, want an error", id)
+	last := idEpoch.Add((1<<idTimeBits - 1) * time.Millisecond)
+	if id, err := NewID(last); err != nil || id <= 0 {
+		t.Errorf("NewID(%s) = %x, %v; want a positive ID", last, id, err)
+	}
+	for _, at := range []time.Time{{}, time.Unix(0, 0), idEpoch.Add(-time.Millisecond), last.Add(time.Millisecond), time.Date(2090, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		if id, err := NewID(at); err == nil {
+			t.Errorf("NewID(%s) = %x, want an error", at, id)
+		}
 	}
 }

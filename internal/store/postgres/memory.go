@@ -18,8 +18,8 @@ import (
 var _ memory.Store = (*DB)(nil)
 
 // memorySchema is migration 2: memories and working state. A memory's id
-// is memory.NewID: its creation time in milliseconds, then 22 random
-// bits (IDs made by earlier versions are wholly random).
+// is memory.NewID: it begins with its creation time in milliseconds,
+// then random bits (IDs made by earlier versions are wholly random).
 //
 // Text and key are bytea, not text: a memory is kept byte for byte, and
 // PostgreSQL's text cannot hold NUL, which valid UTF-8 may contain. Tags

@@ -2,8 +2,9 @@ package sqlite
 
 // memorySchema is migration 2: memories and working state.
 //
-// A memory's id is memory.NewID: its creation time in milliseconds,
-// then 22 random bits (IDs made by earlier versions are wholly random).
+// A memory's id is memory.NewID: it begins with its creation time in
+// milliseconds, then random bits (IDs made by earlier versions are
+// wholly random).
 //
 // memories_fts is a contentless FTS5 table (contentless_delete=1) whose
 // rowid is memories.id; it is written in the same transaction as the row
