@@ -83,7 +83,7 @@ cluster:
 # Every command's output is shown and also appended to $(BENCH_LOG) (the
 # recipe runs in bash with pipefail, so a failing benchmark still fails
 # make); test/bench/cmd/benchsum then reads the log and prints the
-# targets of issue 13, measured value beside target, met or not.
+# performance targets, measured value beside target, met or not.
 BENCH_POSTGRES ?= $(or $(CUSTODY_TEST_POSTGRES_URL),postgres://postgres@127.0.0.1:5432/test?sslmode=disable)
 BENCH_LOG ?= build/bench.log
 bench: SHELL := bash
