@@ -54,7 +54,7 @@ const (
 // does.
 func NewID(t time.Time) (int64, error) {
 	ms := t.Sub(idEpoch).Milliseconds()
-	if ms < 0 || ms >= 1<<idTimeBits || t.Before(idEpoch) {
+	if t.Before(idEpoch) || ms >= 1<<idTimeBits {
 		return 0, fmt.Errorf("memory id: time %s is outside 2020 to 2089 (is the clock right?)", t.UTC().Format(time.RFC3339))
 	}
 	var b [8]byte

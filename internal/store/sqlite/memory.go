@@ -163,8 +163,7 @@ func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory)
 			}
 		}
 		err = d.insertMemory(ctx, tx, ns, m, id)
-		var coded interface{ Code() int }
-		if errors.As(err, &coded) && coded.Code() == sqliteConstraintPrimaryKey {
+		if resultCode(err) == sqliteConstraintPrimaryKey {
 			return memory.ErrIDTaken
 		}
 		return err

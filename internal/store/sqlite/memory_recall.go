@@ -118,14 +118,12 @@ func recallFastSQL(ns memory.Namespace, q memory.Query, match string, n int) (st
 // RecallMemories implements memory.Store.
 //
 // A keyword recall first ranks the best few candidates of the whole
-// index (the fast path: no row is read until the ranking is done) and
-// keeps those of the namespace; the answer is exact when the query
-// matches at most recallCap memories of the index and the candidates
-// hold the limit's worth of the namespace's memories strictly better
-// than the worst candidate, or every match. Otherwise (no candidate of
-// the namespace, candidates mostly of other namespaces, ties at the cut,
-// or a query matching more than recallCap memories) it runs recallSQL,
-// which filters by namespace before ranking.
+// index, with every match tied at the cut (the fast path: no row is read
+// until the ranking is done), and keeps those of the namespace (see
+// recallFast for when that answer is exact). Otherwise (candidates
+// mostly of other namespaces, or a query matching more than recallCap
+// memories) it runs recallSQL, which filters by namespace before
+// ranking.
 func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Query) ([]memory.Memory, error) {
 	out, err := d.recall(ctx, ns, q)
 	if err != nil {

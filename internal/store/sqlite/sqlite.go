@@ -88,8 +88,7 @@ func pingOpening(ctx context.Context, db *sql.DB) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := db.PingContext(ctx)
-		var coded interface{ Code() int }
-		if err == nil || !errors.As(err, &coded) || coded.Code()&0xff != sqliteBusy || time.Now().After(deadline) {
+		if err == nil || resultCode(err)&0xff != sqliteBusy || time.Now().After(deadline) {
 			return err
 		}
 		select {
@@ -98,6 +97,16 @@ func pingOpening(ctx context.Context, db *sql.DB) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// resultCode is the SQLite result code that err carries (extended when
+// the driver reports it), or 0 if err is not from SQLite.
+func resultCode(err error) int {
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		return coded.Code()
+	}
+	return 0
 }
 
 // sqliteBusy is SQLITE_BUSY, the primary result code of "database is

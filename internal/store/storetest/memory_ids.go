@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,20 +23,14 @@ func MemoryIDTaken(t *testing.T, s memory.Store, setNewID func(next func(time.Ti
 		t.Fatalf("first memory's ID %q does not parse", first.ID)
 	}
 
-	calls := 0
-	setNewID(func(t time.Time) (int64, error) {
-		calls++
-		if calls == 1 {
-			return taken, nil
-		}
-		return memory.NewID(t)
-	})
+	next, calls := takenFirst(taken)
+	setNewID(next)
 	second := memRemember(t, s, memNSA, newMem("fact", "k", "two", at.Add(time.Second)))
 	if second.ID == first.ID || second.Status != memory.StatusSuperseded || second.Supersedes != first.ID {
 		t.Fatalf("remember over a taken ID = %+v, want a new ID superseding %s", second, first.ID)
 	}
-	if calls != 2 {
-		t.Errorf("ID source called %d times, want 2 (one taken, one new)", calls)
+	if n := calls(); n != 2 {
+		t.Errorf("ID source called %d times, want 2 (one taken, one new)", n)
 	}
 	hist := memRecall(t, s, memNSA, memory.Query{History: true})
 	if len(hist) != 2 || hist[1].ID != first.ID || hist[1].SupersededBy != second.ID {
@@ -50,4 +45,30 @@ func MemoryIDTaken(t *testing.T, s memory.Store, setNewID func(next func(time.Ti
 	if len(active) != 1 || active[0].ID != second.ID || active[0].SupersededBy != "" {
 		t.Fatalf("after a failed remember, active = %+v, want only %s, not superseded", active, second.ID)
 	}
+}
+
+// takenFirst is an ID source that gives taken on its first call and
+// memory.NewID after, and calls, how many times it was called. It is
+// safe for concurrent use.
+func takenFirst(taken int64) (next func(time.Time) (int64, error), calls func() int) {
+	var (
+		mu sync.Mutex
+		n  int
+	)
+	next = func(t time.Time) (int64, error) {
+		mu.Lock()
+		n++
+		first := n == 1
+		mu.Unlock()
+		if first {
+			return taken, nil
+		}
+		return memory.NewID(t)
+	}
+	calls = func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
+	return next, calls
 }

@@ -28,19 +28,8 @@ func MemoryIDTakenByOtherTenant(t *testing.T, s memory.Store, setNewID func(next
 	mine := memRemember(t, s, memNSA, newMem("fact", "k", "mine one", at))
 	taken, _ := memory.ParseID(theirs.ID)
 
-	var (
-		mu    sync.Mutex
-		calls int
-	)
-	setNewID(func(t time.Time) (int64, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		calls++
-		if calls == 1 {
-			return taken, nil
-		}
-		return memory.NewID(t)
-	})
+	next, _ := takenFirst(taken)
+	setNewID(next)
 	second := memRemember(t, s, memNSA, newMem("fact", "k", "mine two", at.Add(time.Millisecond)))
 	if second.ID == theirs.ID || second.Status != memory.StatusSuperseded || second.Supersedes != mine.ID {
 		t.Fatalf("remember over another tenant's ID = %+v, want a new ID superseding %s", second, mine.ID)
