@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/agentcustody/custody/internal/memory"
 )
@@ -91,12 +90,21 @@ const memoryLockClass int32 = 0x6d656d
 // statement's snapshot is taken after the lock is granted). Namespaces
 // whose names hash alike share a lock, which costs only waiting.
 func lockNamespace(ctx context.Context, tx pgx.Tx, ns memory.Namespace) error {
-	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`,
-		memoryLockClass, strconv.Itoa(len(ns.Tenant))+":"+ns.Tenant+"/"+ns.Agent)
-	if err != nil {
+	if _, err := tx.Exec(ctx, sqlLockNamespace, memoryLockClass, namespaceLockKey(ns)); err != nil {
 		return fmt.Errorf("lock namespace: %w", err)
 	}
 	return nil
+}
+
+// sqlLockNamespace takes the advisory lock of lockNamespace; its
+// arguments are memoryLockClass and namespaceLockKey.
+const sqlLockNamespace = `SELECT pg_advisory_xact_lock($1, hashtext($2))`
+
+// namespaceLockKey is the text whose hashtext is the second key of ns's
+// advisory lock: the tenant's length first, so that no two namespaces
+// share the text.
+func namespaceLockKey(ns memory.Namespace) string {
+	return strconv.Itoa(len(ns.Tenant)) + ":" + ns.Tenant + "/" + ns.Agent
 }
 
 // millisUTC returns t at the millisecond resolution the store keeps, in UTC.
@@ -108,9 +116,6 @@ const memoryColumns = `id, kind, key, text, tags, session, created_at, supersede
 const (
 	sqlFindActiveByHash = `SELECT ` + memoryColumns + ` FROM memories
 		WHERE tenant = $1 AND agent = $2 AND hash = $3 AND superseded_by IS NULL`
-	sqlSupersede = `UPDATE memories SET superseded_by = $1, superseded_at = $2
-		WHERE tenant = $3 AND agent = $4 AND kind = $5 AND key = $6 AND key <> '' AND superseded_by IS NULL
-		RETURNING id`
 	sqlForget = `DELETE FROM memories WHERE id = $1 AND tenant = $2 AND agent = $3`
 )
 
@@ -173,62 +178,6 @@ func insertMemory(ctx context.Context, tx pgx.Tx, ns memory.Namespace, m memory.
 		return fmt.Errorf("insert memory: %w", err)
 	}
 	return nil
-}
-
-// RememberMemory implements memory.Store. Under the namespace's lock it
-// looks for an active duplicate, supersedes the active memory of the same
-// kind and key, and inserts, in one transaction. A new memory's ID is
-// memory.NewID of its CreatedAt; if that ID is taken (by any namespace),
-// the whole transaction is run again with another (memory.RetryIDTaken).
-func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
-	res, err := memory.RetryIDTaken(func() (memory.Remembered, error) { return d.remember(ctx, ns, m) })
-	if err != nil {
-		return memory.Remembered{}, fmt.Errorf("postgres: remember memory: %w", err)
-	}
-	return res, nil
-}
-
-func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
-	var res memory.Remembered
-	err := d.tx(ctx, func(tx pgx.Tx) error {
-		if err := lockNamespace(ctx, tx, ns); err != nil {
-			return err
-		}
-		existing, err := scanMemory(tx.QueryRow(ctx, sqlFindActiveByHash,
-			ns.Tenant, ns.Agent, memory.ContentHash(m.Kind, m.Key, m.Text)))
-		if err == nil {
-			res = memory.Remembered{ID: existing.ID, Status: memory.StatusUnchanged, Memory: existing}
-			return nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("find duplicate: %w", err)
-		}
-		id, err := d.newID(m.CreatedAt)
-		if err != nil {
-			return fmt.Errorf("new memory id: %w", err)
-		}
-		m.ID = memory.FormatID(id)
-		res = memory.Remembered{ID: m.ID, Status: memory.StatusCreated, Memory: m}
-		if m.Key != "" {
-			// Supersede first: at most one active memory per kind and key.
-			var old int64
-			err := tx.QueryRow(ctx, sqlSupersede,
-				id, millisUTC(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, []byte(m.Key)).Scan(&old)
-			switch {
-			case err == nil:
-				res.Status, res.Supersedes = memory.StatusSuperseded, memory.FormatID(old)
-			case !errors.Is(err, pgx.ErrNoRows):
-				return fmt.Errorf("supersede: %w", err)
-			}
-		}
-		err = insertMemory(ctx, tx, ns, m, id)
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "memories_pkey" {
-			return memory.ErrIDTaken
-		}
-		return err
-	})
-	return res, err
 }
 
 // recallCap bounds the work of one keyword recall: at most this many

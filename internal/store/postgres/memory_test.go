@@ -164,7 +164,7 @@ func TestMemoryQueryPlans(t *testing.T) {
 	}
 	stmts := []stmt{
 		{"find active by hash", sqlFindActiveByHash, []any{nsA.Tenant, nsA.Agent, []byte("h")}, "memories_active_hash"},
-		{"supersede", sqlSupersede, []any{1, t0, nsA.Tenant, nsA.Agent, "fact", []byte("k")}, "memories_active_key"},
+		{"supersede", sqlSupersede, []any{1, t0, nsA.Tenant, nsA.Agent, "fact", []byte("k"), []byte("h")}, "memories_active_key"},
 		{"forget", sqlForget, []any{1, nsA.Tenant, nsA.Agent}, "memories_pkey"},
 		{"state", `SELECT version FROM memory_state WHERE tenant = $1 AND agent = $2 AND name = $3`, []any{"t", "a", "n"}, "memory_state_pkey"},
 	}

@@ -1,0 +1,137 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/agentcustody/custody/internal/memory"
+)
+
+// The statements of a remember after the namespace's lock and the
+// duplicate lookup (sqlFindActiveByHash). Both do nothing when the
+// namespace has an active memory of the same content, so that the whole
+// remember can be sent at once and the lookup's answer still decides:
+//   - sqlSupersede marks the active memory of the same kind and key
+//     ($1 the new id, $2 the time, $3-$6 tenant, agent, kind, key, $7
+//     the content hash) and returns its id;
+//   - sqlInsertNewMemory inserts (the arguments of memoryInsertArgs);
+//     memories_active_hash, the conflict it skips, is what makes a
+//     duplicate one. A taken id is still an error (memories_pkey).
+const (
+	sqlSupersede = `UPDATE memories SET superseded_by = $1, superseded_at = $2
+		WHERE tenant = $3 AND agent = $4 AND kind = $5 AND key = $6 AND key <> '' AND superseded_by IS NULL
+		AND NOT EXISTS (SELECT 1 FROM memories d
+			WHERE d.tenant = $3 AND d.agent = $4 AND d.hash = $7 AND d.superseded_by IS NULL)
+		RETURNING id`
+	sqlInsertNewMemory = sqlInsertMemory + `
+		ON CONFLICT (tenant, agent, hash) WHERE superseded_by IS NULL DO NOTHING`
+)
+
+// RememberMemory implements memory.Store. Under the namespace's lock it
+// looks for an active duplicate, supersedes the active memory of the same
+// kind and key, and inserts, in one transaction sent in one round trip
+// (a pipeline: BEGIN, lock, lookup, supersede, insert, COMMIT). A new
+// memory's ID is memory.NewID of its CreatedAt; if that ID is taken (by
+// any namespace), the whole transaction is run again with another
+// (memory.RetryIDTaken).
+func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
+	res, err := memory.RetryIDTaken(func() (memory.Remembered, error) { return d.remember(ctx, ns, m) })
+	if err != nil {
+		return memory.Remembered{}, fmt.Errorf("postgres: remember memory: %w", err)
+	}
+	return res, nil
+}
+
+func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
+	id, err := d.newID(m.CreatedAt)
+	if err != nil {
+		return memory.Remembered{}, fmt.Errorf("new memory id: %w", err)
+	}
+	m.ID = memory.FormatID(id)
+	args, err := memoryInsertArgs(ns, m, id)
+	if err != nil {
+		return memory.Remembered{}, err
+	}
+	hash := memory.ContentHash(m.Kind, m.Key, m.Text)
+
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	b.Queue(sqlLockNamespace, memoryLockClass, namespaceLockKey(ns))
+	b.Queue(sqlFindActiveByHash, ns.Tenant, ns.Agent, hash)
+	if m.Key != "" {
+		b.Queue(sqlSupersede, id, millisUTC(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, []byte(m.Key), hash)
+	}
+	b.Queue(sqlInsertNewMemory, args...)
+	b.Queue(`COMMIT`)
+
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return memory.Remembered{}, err
+	}
+	defer conn.Release()
+	res, err := readRemember(conn.SendBatch(ctx, b), m)
+	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+		// The server skipped the rest of the pipeline, COMMIT included,
+		// and left the transaction open (failed). Roll it back here;
+		// if that fails too, Release closes the connection instead of
+		// pooling it.
+		conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "memories_pkey" {
+		return memory.Remembered{}, memory.ErrIDTaken
+	}
+	return res, err
+}
+
+// readRemember reads the results of remember's pipeline for m (its ID
+// set) and closes br.
+func readRemember(br pgx.BatchResults, m memory.Memory) (res memory.Remembered, err error) {
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	if _, err := br.Exec(); err != nil {
+		return res, fmt.Errorf("begin: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return res, fmt.Errorf("lock namespace: %w", err)
+	}
+	existing, err := scanMemory(br.QueryRow())
+	duplicate := err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return res, fmt.Errorf("find duplicate: %w", err)
+	}
+	res = memory.Remembered{ID: m.ID, Status: memory.StatusCreated, Memory: m}
+	if duplicate {
+		res = memory.Remembered{ID: existing.ID, Status: memory.StatusUnchanged, Memory: existing}
+	}
+	if m.Key != "" {
+		var old int64
+		switch err := br.QueryRow().Scan(&old); {
+		case err == nil:
+			res.Status, res.Supersedes = memory.StatusSuperseded, memory.FormatID(old)
+		case !errors.Is(err, pgx.ErrNoRows):
+			return memory.Remembered{}, fmt.Errorf("supersede: %w", err)
+		}
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return memory.Remembered{}, fmt.Errorf("insert memory: %w", err)
+	}
+	// Under the lock, the lookup and the insert see the same active
+	// memories; if they disagree, a write to the namespace did not take
+	// the lock.
+	if inserted := tag.RowsAffected() == 1; inserted == duplicate {
+		return memory.Remembered{}, fmt.Errorf("insert memory: the duplicate lookup (found %t) and the insert (inserted %t) disagree: a write to the namespace did not take its lock", duplicate, inserted)
+	}
+	if _, err := br.Exec(); err != nil {
+		return memory.Remembered{}, fmt.Errorf("commit: %w", err)
+	}
+	return res, nil
+}
