@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,6 +31,9 @@ const (
 	sqlInsertNewMemory = sqlInsertMemory + `
 		ON CONFLICT (tenant, agent, hash) WHERE superseded_by IS NULL DO NOTHING`
 )
+
+// rollbackTimeout bounds the ROLLBACK a failed remember sends.
+const rollbackTimeout = 5 * time.Second
 
 // RememberMemory implements memory.Store. Under the namespace's lock it
 // looks for an active duplicate, supersedes the active memory of the same
@@ -76,10 +80,12 @@ func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory)
 	res, err := readRemember(conn.SendBatch(ctx, b), m)
 	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
 		// The server skipped the rest of the pipeline, COMMIT included,
-		// and left the transaction open (failed). Roll it back here;
-		// if that fails too, Release closes the connection instead of
-		// pooling it.
-		conn.Exec(context.WithoutCancel(ctx), `ROLLBACK`)
+		// and left the transaction open (failed). Roll it back here, for
+		// at most rollbackTimeout even if ctx is done; if that fails too,
+		// Release closes the connection instead of pooling it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		conn.Exec(rctx, `ROLLBACK`)
+		cancel()
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "memories_pkey" {
