@@ -32,13 +32,19 @@ const (
 		ON CONFLICT (tenant, agent, hash) WHERE superseded_by IS NULL DO NOTHING`
 )
 
-// rollbackTimeout bounds the ROLLBACK a failed remember sends.
-const rollbackTimeout = 5 * time.Second
+// endTimeout bounds the COMMIT or ROLLBACK that ends a remember's
+// transaction; it is sent without the caller's context, so that its
+// outcome is known once it is sent.
+const endTimeout = 5 * time.Second
 
 // RememberMemory implements memory.Store. Under the namespace's lock it
 // looks for an active duplicate, supersedes the active memory of the same
-// kind and key, and inserts, in one transaction sent in one round trip
-// (a pipeline: BEGIN, lock, lookup, supersede, insert, COMMIT). A new
+// kind and key, and inserts, in one transaction of two round trips: a
+// pipeline (BEGIN, lock, lookup, supersede, insert), then COMMIT. COMMIT
+// is sent only once every result of the pipeline has been read and ctx
+// is not done, and then runs to its end even if ctx ends meanwhile: a
+// remember that returns an error was not committed (unless the
+// connection itself failed during COMMIT). A new
 // memory's ID is memory.NewID of its CreatedAt; if that ID is taken (by
 // any namespace), the whole transaction is run again with another
 // (memory.RetryIDTaken).
@@ -70,7 +76,6 @@ func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory)
 		b.Queue(sqlSupersede, id, millisUTC(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, []byte(m.Key), hash)
 	}
 	b.Queue(sqlInsertNewMemory, args...)
-	b.Queue(`COMMIT`)
 
 	conn, err := d.pool.Acquire(ctx)
 	if err != nil {
@@ -78,14 +83,26 @@ func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory)
 	}
 	defer conn.Release()
 	res, err := readRemember(conn.SendBatch(ctx, b), m)
-	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
-		// The server skipped the rest of the pipeline, COMMIT included,
-		// and left the transaction open (failed). Roll it back here, for
-		// at most rollbackTimeout even if ctx is done; if that fails too,
-		// Release closes the connection instead of pooling it.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-		conn.Exec(rctx, `ROLLBACK`)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if st := conn.Conn().PgConn().TxStatus(); err == nil && st != 'T' {
+		err = fmt.Errorf("remember: no open transaction after the pipeline (status %q)", st)
+	}
+	end := `COMMIT`
+	if err != nil {
+		// The transaction may still be open (after a failed statement
+		// the server skips the rest of the pipeline). If ROLLBACK fails
+		// too, Release closes the connection instead of pooling it.
+		end = `ROLLBACK`
+	}
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
+		_, eerr := conn.Exec(ectx, end)
 		cancel()
+		if err == nil && eerr != nil {
+			err = fmt.Errorf("commit: %w", eerr)
+		}
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "memories_pkey" {
@@ -135,9 +152,6 @@ func readRemember(br pgx.BatchResults, m memory.Memory) (res memory.Remembered, 
 	// the lock.
 	if inserted := tag.RowsAffected() == 1; inserted == duplicate {
 		return memory.Remembered{}, fmt.Errorf("insert memory: the duplicate lookup (found %t) and the insert (inserted %t) disagree: a write to the namespace did not take its lock", duplicate, inserted)
-	}
-	if _, err := br.Exec(); err != nil {
-		return memory.Remembered{}, fmt.Errorf("commit: %w", err)
 	}
 	return res, nil
 }
