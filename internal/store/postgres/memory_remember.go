@@ -44,10 +44,9 @@ const endTimeout = 5 * time.Second
 // is sent only once every result of the pipeline has been read and ctx
 // is not done, and then runs to its end even if ctx ends meanwhile: a
 // remember that returns an error was not committed (unless the
-// connection itself failed during COMMIT). A new
-// memory's ID is memory.NewID of its CreatedAt; if that ID is taken (by
-// any namespace), the whole transaction is run again with another
-// (memory.RetryIDTaken).
+// connection itself failed during COMMIT). A new memory's ID is
+// memory.NewID of its CreatedAt; if that ID is taken (by any namespace),
+// the whole transaction is run again with another (memory.RetryIDTaken).
 func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
 	res, err := memory.RetryIDTaken(func() (memory.Remembered, error) { return d.remember(ctx, ns, m) })
 	if err != nil {
@@ -105,10 +104,13 @@ func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory)
 		}
 	}
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "memories_pkey" {
+	switch {
+	case errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "memories_pkey":
 		return memory.Remembered{}, memory.ErrIDTaken
+	case err != nil:
+		return memory.Remembered{}, err
 	}
-	return res, err
+	return res, nil
 }
 
 // readRemember reads the results of remember's pipeline for m (its ID
