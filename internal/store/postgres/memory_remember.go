@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,21 +33,34 @@ const (
 		ON CONFLICT (tenant, agent, hash) WHERE superseded_by IS NULL DO NOTHING`
 )
 
-// endTimeout bounds the COMMIT or ROLLBACK that ends a remember's
-// transaction; it is sent without the caller's context, so that its
-// outcome is known once it is sent.
-const endTimeout = 5 * time.Second
+// rememberTimeout is the longest a remember waits for its namespace's
+// lock and runs each statement when ctx has no earlier deadline.
+const rememberTimeout = 10 * time.Second
+
+// endGrace is how much longer than its server-side timeouts a remember
+// waits for the server's answer before it gives up on the connection,
+// and how long a ROLLBACK after a failure may take.
+const endGrace = 5 * time.Second
 
 // RememberMemory implements memory.Store. Under the namespace's lock it
 // looks for an active duplicate, supersedes the active memory of the same
-// kind and key, and inserts, in one transaction of two round trips: a
-// pipeline (BEGIN, lock, lookup, supersede, insert), then COMMIT. COMMIT
-// is sent only once every result of the pipeline has been read and ctx
-// is not done, and then runs to its end even if ctx ends meanwhile: a
-// remember that returns an error was not committed (unless the
-// connection itself failed during COMMIT). A new memory's ID is
-// memory.NewID of its CreatedAt; if that ID is taken (by any namespace),
-// the whole transaction is run again with another (memory.RetryIDTaken).
+// kind and key, and inserts, in one transaction sent in one round trip
+// (a pipeline: BEGIN, timeouts, lock, lookup, supersede, insert, COMMIT).
+//
+// Once sent, the pipeline is not cancelled with ctx: a cancel request
+// stops only the statement running at that moment, so the COMMIT behind
+// it could still run, and a remember reported as failed would be
+// stored. Instead ctx's deadline (at most rememberTimeout) is given to
+// the server as the transaction's lock_timeout and statement_timeout,
+// so a remember that runs out of time fails on the server and is rolled
+// back; a remember that returns an error was not committed, unless the
+// connection itself failed (or the server did not answer within
+// endGrace past the deadline). A ctx that is done before the pipeline
+// is sent stops it.
+//
+// A new memory's ID is memory.NewID of its CreatedAt; if that ID is
+// taken (by any namespace), the whole transaction is run again with
+// another (memory.RetryIDTaken).
 func (d *DB) RememberMemory(ctx context.Context, ns memory.Namespace, m memory.Memory) (memory.Remembered, error) {
 	res, err := memory.RetryIDTaken(func() (memory.Remembered, error) { return d.remember(ctx, ns, m) })
 	if err != nil {
@@ -67,41 +81,44 @@ func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory)
 	}
 	hash := memory.ContentHash(m.Kind, m.Key, m.Text)
 
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return memory.Remembered{}, err
+	}
+	defer conn.Release()
+	budget := rememberTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(dl))
+	}
+	if err := ctx.Err(); err != nil {
+		return memory.Remembered{}, err
+	}
+	if budget < time.Millisecond {
+		return memory.Remembered{}, context.DeadlineExceeded
+	}
+
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED`)
+	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $1, true)`,
+		strconv.FormatInt(budget.Milliseconds(), 10))
 	b.Queue(sqlLockNamespace, memoryLockClass, namespaceLockKey(ns))
 	b.Queue(sqlFindActiveByHash, ns.Tenant, ns.Agent, hash)
 	if m.Key != "" {
 		b.Queue(sqlSupersede, id, millisUTC(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, []byte(m.Key), hash)
 	}
 	b.Queue(sqlInsertNewMemory, args...)
-
-	conn, err := d.pool.Acquire(ctx)
-	if err != nil {
-		return memory.Remembered{}, err
-	}
-	defer conn.Release()
-	res, err := readRemember(conn.SendBatch(ctx, b), m)
-	if err == nil {
-		err = ctx.Err()
-	}
-	if st := conn.Conn().PgConn().TxStatus(); err == nil && st != 'T' {
-		err = fmt.Errorf("remember: no open transaction after the pipeline (status %q)", st)
-	}
-	end := `COMMIT`
-	if err != nil {
-		// The transaction may still be open (after a failed statement
-		// the server skips the rest of the pipeline). If ROLLBACK fails
-		// too, Release closes the connection instead of pooling it.
-		end = `ROLLBACK`
-	}
-	if conn.Conn().PgConn().TxStatus() != 'I' {
-		ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
-		_, eerr := conn.Exec(ectx, end)
+	b.Queue(`COMMIT`)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget+endGrace)
+	defer cancel()
+	res, err := readRemember(conn.SendBatch(sctx, b), m)
+	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+		// After a failed statement the server skipped the rest of the
+		// pipeline, COMMIT included, and left the transaction open
+		// (failed). If ROLLBACK fails too, Release closes the connection
+		// instead of pooling it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endGrace)
+		conn.Exec(rctx, `ROLLBACK`)
 		cancel()
-		if err == nil && eerr != nil {
-			err = fmt.Errorf("commit: %w", eerr)
-		}
 	}
 	var pe *pgconn.PgError
 	switch {
@@ -123,6 +140,9 @@ func readRemember(br pgx.BatchResults, m memory.Memory) (res memory.Remembered, 
 	}()
 	if _, err := br.Exec(); err != nil {
 		return res, fmt.Errorf("begin: %w", err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return res, fmt.Errorf("set timeouts: %w", err)
 	}
 	if _, err := br.Exec(); err != nil {
 		return res, fmt.Errorf("lock namespace: %w", err)
@@ -154,6 +174,9 @@ func readRemember(br pgx.BatchResults, m memory.Memory) (res memory.Remembered, 
 	// the lock.
 	if inserted := tag.RowsAffected() == 1; inserted == duplicate {
 		return memory.Remembered{}, fmt.Errorf("insert memory: the duplicate lookup (found %t) and the insert (inserted %t) disagree: a write to the namespace did not take its lock", duplicate, inserted)
+	}
+	if _, err := br.Exec(); err != nil {
+		return memory.Remembered{}, fmt.Errorf("commit: %w", err)
 	}
 	return res, nil
 }
