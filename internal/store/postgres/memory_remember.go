@@ -13,24 +13,29 @@ import (
 	"github.com/agentcustody/custody/internal/memory"
 )
 
-// The statements of a remember after the namespace's lock and the
-// duplicate lookup (sqlFindActiveByHash). Both do nothing when the
-// namespace has an active memory of the same content, so that the whole
-// remember can be sent at once and the lookup's answer still decides:
+// The statements of a remember after the namespace's lock. Whatever
+// another writer does, the server, not this code, keeps the lookup and
+// the writes consistent, so that a remember that returns an error was
+// rolled back:
+//   - sqlLockActiveByHash looks up the active memory of the same content
+//     and row-locks it, so that it stays active until the transaction
+//     ends;
 //   - sqlSupersede marks the active memory of the same kind and key
 //     ($1 the new id, $2 the time, $3-$6 tenant, agent, kind, key, $7
-//     the content hash) and returns its id;
-//   - sqlInsertNewMemory inserts (the arguments of memoryInsertArgs);
-//     memories_active_hash, the conflict it skips, is what makes a
-//     duplicate one. A taken id is still an error (memories_pkey).
+//     the content hash) and returns its id, unless the content is
+//     already active;
+//   - sqlInsertMemory inserts; if the content is already active (the
+//     lookup found it, or a writer that skipped the lock added it since)
+//     memories_active_hash refuses it and the transaction is rolled
+//     back: the remember is then StatusUnchanged if the lookup found the
+//     memory, an error otherwise.
 const (
-	sqlSupersede = `UPDATE memories SET superseded_by = $1, superseded_at = $2
+	sqlLockActiveByHash = sqlFindActiveByHash + ` FOR UPDATE`
+	sqlSupersede        = `UPDATE memories SET superseded_by = $1, superseded_at = $2
 		WHERE tenant = $3 AND agent = $4 AND kind = $5 AND key = $6 AND key <> '' AND superseded_by IS NULL
 		AND NOT EXISTS (SELECT 1 FROM memories d
 			WHERE d.tenant = $3 AND d.agent = $4 AND d.hash = $7 AND d.superseded_by IS NULL)
 		RETURNING id`
-	sqlInsertNewMemory = sqlInsertMemory + `
-		ON CONFLICT (tenant, agent, hash) WHERE superseded_by IS NULL DO NOTHING`
 )
 
 // rememberTimeout is the longest a remember waits for its namespace's
@@ -102,20 +107,21 @@ func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory)
 	b.Queue(`SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', $1, true)`,
 		strconv.FormatInt(budget.Milliseconds(), 10))
 	b.Queue(sqlLockNamespace, memoryLockClass, namespaceLockKey(ns))
-	b.Queue(sqlFindActiveByHash, ns.Tenant, ns.Agent, hash)
+	b.Queue(sqlLockActiveByHash, ns.Tenant, ns.Agent, hash)
 	if m.Key != "" {
 		b.Queue(sqlSupersede, id, millisUTC(m.CreatedAt), ns.Tenant, ns.Agent, m.Kind, []byte(m.Key), hash)
 	}
-	b.Queue(sqlInsertNewMemory, args...)
+	b.Queue(sqlInsertMemory, args...)
 	b.Queue(`COMMIT`)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), budget+endGrace)
 	defer cancel()
 	res, err := readRemember(conn.SendBatch(sctx, b), m)
-	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
-		// After a failed statement the server skipped the rest of the
-		// pipeline, COMMIT included, and left the transaction open
-		// (failed). If ROLLBACK fails too, Release closes the connection
-		// instead of pooling it.
+	if conn.Conn().PgConn().TxStatus() != 'I' {
+		// After a failed statement (the insert of content already
+		// active included) the server skipped the rest of the pipeline,
+		// COMMIT included, and left the transaction open (failed). If
+		// ROLLBACK fails too, Release closes the connection instead of
+		// pooling it.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endGrace)
 		conn.Exec(rctx, `ROLLBACK`)
 		cancel()
@@ -131,31 +137,32 @@ func (d *DB) remember(ctx context.Context, ns memory.Namespace, m memory.Memory)
 }
 
 // readRemember reads the results of remember's pipeline for m (its ID
-// set) and closes br.
-func readRemember(br pgx.BatchResults, m memory.Memory) (res memory.Remembered, err error) {
-	defer func() {
-		if cerr := br.Close(); err == nil && cerr != nil {
-			err = cerr
+// set) and closes br. If the same content is active, the insert fails,
+// the server skips the COMMIT and the transaction is left failed: the
+// caller rolls it back.
+func readRemember(br pgx.BatchResults, m memory.Memory) (memory.Remembered, error) {
+	res, err := readRememberResults(br, m)
+	if cerr := br.Close(); err == nil && res.Status != memory.StatusUnchanged && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return memory.Remembered{}, err
+	}
+	return res, nil
+}
+
+func readRememberResults(br pgx.BatchResults, m memory.Memory) (memory.Remembered, error) {
+	for _, step := range []string{"begin", "set timeouts", "lock namespace"} {
+		if _, err := br.Exec(); err != nil {
+			return memory.Remembered{}, fmt.Errorf("%s: %w", step, err)
 		}
-	}()
-	if _, err := br.Exec(); err != nil {
-		return res, fmt.Errorf("begin: %w", err)
-	}
-	if _, err := br.Exec(); err != nil {
-		return res, fmt.Errorf("set timeouts: %w", err)
-	}
-	if _, err := br.Exec(); err != nil {
-		return res, fmt.Errorf("lock namespace: %w", err)
 	}
 	existing, err := scanMemory(br.QueryRow())
 	duplicate := err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return res, fmt.Errorf("find duplicate: %w", err)
+		return memory.Remembered{}, fmt.Errorf("find duplicate: %w", err)
 	}
-	res = memory.Remembered{ID: m.ID, Status: memory.StatusCreated, Memory: m}
-	if duplicate {
-		res = memory.Remembered{ID: existing.ID, Status: memory.StatusUnchanged, Memory: existing}
-	}
+	res := memory.Remembered{ID: m.ID, Status: memory.StatusCreated, Memory: m}
 	if m.Key != "" {
 		var old int64
 		switch err := br.QueryRow().Scan(&old); {
@@ -165,15 +172,13 @@ func readRemember(br pgx.BatchResults, m memory.Memory) (res memory.Remembered, 
 			return memory.Remembered{}, fmt.Errorf("supersede: %w", err)
 		}
 	}
-	tag, err := br.Exec()
-	if err != nil {
+	_, err = br.Exec()
+	var pe *pgconn.PgError
+	switch {
+	case duplicate && errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "memories_active_hash":
+		return memory.Remembered{ID: existing.ID, Status: memory.StatusUnchanged, Memory: existing}, nil
+	case err != nil:
 		return memory.Remembered{}, fmt.Errorf("insert memory: %w", err)
-	}
-	// Under the lock, the lookup and the insert see the same active
-	// memories; if they disagree, a write to the namespace did not take
-	// the lock.
-	if inserted := tag.RowsAffected() == 1; inserted == duplicate {
-		return memory.Remembered{}, fmt.Errorf("insert memory: the duplicate lookup (found %t) and the insert (inserted %t) disagree: a write to the namespace did not take its lock", duplicate, inserted)
 	}
 	if _, err := br.Exec(); err != nil {
 		return memory.Remembered{}, fmt.Errorf("commit: %w", err)

@@ -64,7 +64,7 @@ func rememberAttackInvariants(t *testing.T, db *DB) {
 func rememberAttackNoOpenTx(t *testing.T, db *DB) {
 	t.Helper()
 	rows, err := db.pool.Query(context.Background(), `SELECT pid, state, coalesce(query, '') FROM pg_stat_activity
-		WHERE application_name = 'pgrem_attack' AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'`)
+		WHERE application_name = 'remember_attack' AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'`)
 	if err != nil {
 		t.Fatal(err)
 	}
