@@ -21,13 +21,18 @@ import (
 	"github.com/agentcustody/custody/internal/store/postgres/pgtest"
 )
 
+// rememberAttackOpen opens a DB of its own schema whose connections carry
+// an application_name of their own, so that rememberAttackNoOpenTx sees
+// only them, and returns it with its URL (without the pool size, for
+// pgx.Connect). maxConns > 0 sizes the pool.
 func rememberAttackOpen(t *testing.T, maxConns int) (*DB, string) {
 	t.Helper()
-	u := pgtest.Schema(t) + "&application_name=remember_attack"
+	u := pgtest.Schema(t) + "&application_name=" + fmt.Sprintf("remember_attack_%d", rand.Int63())
+	pu := u
 	if maxConns > 0 {
-		u += fmt.Sprintf("&pool_max_conns=%d", maxConns)
+		pu += fmt.Sprintf("&pool_max_conns=%d", maxConns)
 	}
-	db, err := Open(context.Background(), u)
+	db, err := Open(context.Background(), pu)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,21 +64,44 @@ func rememberAttackInvariants(t *testing.T, db *DB) {
 	}
 }
 
-// rememberAttackNoOpenTx fails if a connection of the pool's database (other than
-// this query's) is in a transaction.
-func rememberAttackNoOpenTx(t *testing.T, db *DB) {
+// rememberAttackBusy returns, from a connection of its own, the
+// connections of db (by its application_name) that are not idle: in a
+// transaction, or still running a statement.
+func rememberAttackBusy(t *testing.T, db *DB) []string {
 	t.Helper()
-	rows, err := db.pool.Query(context.Background(), `SELECT pid, state, coalesce(query, '') FROM pg_stat_activity
-		WHERE application_name = 'remember_attack' AND pid <> pg_backend_pid() AND state LIKE 'idle in transaction%'`)
+	ctx := context.Background()
+	cfg := db.pool.Config().ConnConfig.Copy()
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	rows, err := c.Query(ctx, `SELECT pid, state, coalesce(query, '') FROM pg_stat_activity
+		WHERE application_name = $1 AND state <> 'idle' AND pid <> pg_backend_pid()`, cfg.RuntimeParams["application_name"])
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rows.Close()
+	var busy []string
 	for rows.Next() {
 		var pid int
 		var state, q string
-		rows.Scan(&pid, &state, &q)
-		t.Errorf("connection %d left %q (last query %q)", pid, state, q)
+		if err := rows.Scan(&pid, &state, &q); err != nil {
+			t.Fatal(err)
+		}
+		busy = append(busy, fmt.Sprintf("connection %d %q (last query %q)", pid, state, q))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return busy
+}
+
+// rememberAttackNoOpenTx fails if a connection of db is not idle.
+func rememberAttackNoOpenTx(t *testing.T, db *DB) {
+	t.Helper()
+	for _, c := range rememberAttackBusy(t, db) {
+		t.Errorf("left busy: %s", c)
 	}
 }
 

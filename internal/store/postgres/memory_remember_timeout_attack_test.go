@@ -19,51 +19,7 @@ import (
 
 	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/memory"
-	"github.com/agentcustody/custody/internal/store/postgres/pgtest"
 )
-
-// timeoutAttackOpen opens a DB whose connections carry a unique
-// application_name (returned), so pg_stat_activity checks see only them.
-func timeoutAttackOpen(t *testing.T, maxConns int) (*DB, string, string) {
-	t.Helper()
-	app := fmt.Sprintf("pgto_%d", rand.Int63())
-	u := pgtest.Schema(t) + "&application_name=" + app
-	pu := u
-	if maxConns > 0 {
-		pu += fmt.Sprintf("&pool_max_conns=%d", maxConns)
-	}
-	db, err := Open(context.Background(), pu)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db, u, app
-}
-
-func timeoutAttackNoOpenTx(t *testing.T, u, app string) {
-	t.Helper()
-	ctx := context.Background()
-	c, err := pgx.Connect(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(ctx)
-	var n int
-	if err := c.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1
-		AND state NOT IN ('idle') AND pid <> pg_backend_pid()`, app).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	if n != 0 {
-		rows, _ := c.Query(ctx, `SELECT pid, state, query FROM pg_stat_activity WHERE application_name = $1 AND state <> 'idle' AND pid <> pg_backend_pid()`, app)
-		for rows.Next() {
-			var pid int
-			var st, q string
-			rows.Scan(&pid, &st, &q)
-			t.Errorf("connection %d left %q (last query %q)", pid, st, q)
-		}
-		rows.Close()
-	}
-}
 
 // timeoutAttackSettings checks every pooled connection's session settings.
 func timeoutAttackSettings(t *testing.T, db *DB) {
@@ -152,7 +108,7 @@ func lockNS(t *testing.T, u string, ns memory.Namespace) func() {
 // do not leak, nothing is left in a transaction, and the other
 // operations work afterwards.
 func TestAttackTimeoutLoopPoolOne(t *testing.T) {
-	db, u, app := timeoutAttackOpen(t, 1)
+	db, u := rememberAttackOpen(t, 1)
 	ns := memory.Namespace{Tenant: "t1", Agent: "a"}
 	var failed, failedStored, ok int
 	for i := 0; i < 200; i++ {
@@ -183,7 +139,7 @@ func TestAttackTimeoutLoopPoolOne(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	timeoutAttackSettings(t, db)
-	timeoutAttackNoOpenTx(t, u, app)
+	rememberAttackNoOpenTx(t, db)
 	rememberAttackInvariants(t, db)
 	timeoutAttackOthers(t, db, ns)
 	timeoutAttackSettings(t, db)
@@ -191,7 +147,7 @@ func TestAttackTimeoutLoopPoolOne(t *testing.T) {
 
 // Edge deadlines: passed, under 1 ms, none, and huge (capped at 10 s).
 func TestAttackTimeoutEdgeDeadlines(t *testing.T) {
-	db, u, app := timeoutAttackOpen(t, 1)
+	db, u := rememberAttackOpen(t, 1)
 	ns := memory.Namespace{Tenant: "t1", Agent: "a"}
 	bg := context.Background()
 
@@ -235,7 +191,7 @@ func TestAttackTimeoutEdgeDeadlines(t *testing.T) {
 		t.Errorf("huge deadline: failed but stored")
 	}
 	timeoutAttackSettings(t, db)
-	timeoutAttackNoOpenTx(t, u, app)
+	rememberAttackNoOpenTx(t, db)
 	timeoutAttackOthers(t, db, ns)
 }
 
@@ -245,7 +201,7 @@ func TestAttackTimeoutEdgeDeadlines(t *testing.T) {
 func TestAttackTimeoutSlowInsertAndCommit(t *testing.T) {
 	for _, mode := range []string{"insert", "commit"} {
 		t.Run(mode, func(t *testing.T) {
-			db, u, app := timeoutAttackOpen(t, 1)
+			db, _ := rememberAttackOpen(t, 1)
 			ns := memory.Namespace{Tenant: "t1", Agent: "a"}
 			bg := context.Background()
 			old, err := db.RememberMemory(bg, ns, rememberAttackMem("pref", "color", "blue"))
@@ -277,7 +233,7 @@ func TestAttackTimeoutSlowInsertAndCommit(t *testing.T) {
 				t.Errorf("slow %s: failed but the old memory was superseded", mode)
 			}
 			timeoutAttackSettings(t, db)
-			timeoutAttackNoOpenTx(t, u, app)
+			rememberAttackNoOpenTx(t, db)
 			rememberAttackInvariants(t, db)
 			if _, err := db.pool.Exec(bg, `DROP TRIGGER slow ON memories`); err != nil {
 				t.Fatal(err)
@@ -290,7 +246,7 @@ func TestAttackTimeoutSlowInsertAndCommit(t *testing.T) {
 // The deferred trigger's sleep close to the deadline, so the statement
 // timeout lands in and around COMMIT: a failed remember is never stored.
 func TestAttackTimeoutAtCommitEdge(t *testing.T) {
-	db, u, app := timeoutAttackOpen(t, 1)
+	db, _ := rememberAttackOpen(t, 1)
 	ns := memory.Namespace{Tenant: "t1", Agent: "a"}
 	bg := context.Background()
 	if _, err := db.pool.Exec(bg, `CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.020); RETURN NEW; END $$;
@@ -320,15 +276,16 @@ func TestAttackTimeoutAtCommitEdge(t *testing.T) {
 		t.Errorf("%d failed but stored, %d succeeded but missing", failedStored, okMissing)
 	}
 	timeoutAttackSettings(t, db)
-	timeoutAttackNoOpenTx(t, u, app)
+	rememberAttackNoOpenTx(t, db)
 	rememberAttackInvariants(t, db)
 }
 
-// rememberAttackNoOpenTx finds open transactions by the application_name
-// rememberAttackOpen sets: show that it sees one (it once filtered on a
-// name no connection had, and so could never fail).
+// rememberAttackNoOpenTx finds busy connections by the application_name
+// rememberAttackOpen gives them: show that it sees an open transaction
+// (it once filtered on a name no connection had, and so could never
+// fail).
 func TestAttackNoOpenTxHelperSeesConnections(t *testing.T) {
-	db, u := rememberAttackOpen(t, 2)
+	db, _ := rememberAttackOpen(t, 2)
 	ctx := context.Background()
 	c, err := db.pool.Acquire(ctx)
 	if err != nil {
@@ -338,19 +295,8 @@ func TestAttackNoOpenTxHelperSeesConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { c.Exec(ctx, `ROLLBACK`); c.Release() }()
-	rows, err := db.pool.Query(ctx, `SELECT count(*) FROM pg_stat_activity
-		WHERE application_name = 'remember_attack' AND state LIKE 'idle in transaction%'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int
-	for rows.Next() {
-		rows.Scan(&n)
-	}
-	rows.Close()
-	_ = u
-	if n == 0 {
-		t.Errorf("no connection named 'remember_attack' is idle in a transaction, though one is: rememberAttackNoOpenTx's check would be vacuous")
+	if busy := rememberAttackBusy(t, db); len(busy) != 1 {
+		t.Errorf("busy connections = %q, want the one idle in its transaction: rememberAttackNoOpenTx's check would be vacuous", busy)
 	}
 }
 
@@ -363,7 +309,7 @@ func TestAttackTimeoutCommitOutlastsGrace(t *testing.T) {
 	if testing.Short() {
 		t.Skip("takes ~6 s")
 	}
-	db, u, app := timeoutAttackOpen(t, 1)
+	db, _ := rememberAttackOpen(t, 1)
 	ns := memory.Namespace{Tenant: "t1", Agent: "a"}
 	bg := context.Background()
 	if _, err := db.pool.Exec(bg, `CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(6); RETURN NEW; END $$;
@@ -385,7 +331,7 @@ func TestAttackTimeoutCommitOutlastsGrace(t *testing.T) {
 		t.Errorf("remember returned %q but was committed (%d row)", err, n)
 	}
 	timeoutAttackSettings(t, db)
-	timeoutAttackNoOpenTx(t, u, app)
+	rememberAttackNoOpenTx(t, db)
 }
 
 // readRemember returns the "lookup and insert disagree" error (and a
@@ -396,7 +342,7 @@ func TestAttackTimeoutCommitOutlastsGrace(t *testing.T) {
 // just before the remember's insert: the remember returns an error, yet
 // its supersede (and the copy) are committed.
 func TestAttackRememberRacedByLocklessWriterRollsBack(t *testing.T) {
-	db, u, app := timeoutAttackOpen(t, 1)
+	db, _ := rememberAttackOpen(t, 1)
 	ns := memory.Namespace{Tenant: "t1", Agent: "a"}
 	bg := context.Background()
 	old, err := db.RememberMemory(bg, ns, rememberAttackMem("pref", "color", "blue"))
@@ -421,5 +367,5 @@ func TestAttackRememberRacedByLocklessWriterRollsBack(t *testing.T) {
 		t.Errorf("remember returned an error but its transaction was committed: old memory active %d, rows with the new text %d", oldActive, green)
 	}
 	timeoutAttackSettings(t, db)
-	timeoutAttackNoOpenTx(t, u, app)
+	rememberAttackNoOpenTx(t, db)
 }
