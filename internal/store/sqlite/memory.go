@@ -33,33 +33,55 @@ const (
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanMemory(s scanner) (memory.Memory, error) {
-	var (
-		m       memory.Memory
-		id      int64
-		tags    string
-		created int64
-		supBy   sql.NullInt64
-		supAt   sql.NullInt64
-	)
-	if err := s.Scan(&id, &m.Kind, &m.Key, &m.Text, &tags, &m.Session, &created, &supBy, &supAt); err != nil {
-		return memory.Memory{}, err
+// memoryRow holds the columns of memoryColumns, in order, as scanned.
+type memoryRow struct {
+	id      int64
+	kind    string
+	key     string
+	text    string
+	tags    string
+	session string
+	created int64
+	supBy   sql.NullInt64
+	supAt   sql.NullInt64
+}
+
+// dest returns the Scan destinations of memoryColumns.
+func (r *memoryRow) dest() []any {
+	return []any{&r.id, &r.kind, &r.key, &r.text, &r.tags, &r.session, &r.created, &r.supBy, &r.supAt}
+}
+
+// memory returns the memory the row holds; an error if its tags are not
+// a JSON array of strings.
+func (r *memoryRow) memory() (memory.Memory, error) {
+	m := memory.Memory{
+		ID: memory.FormatID(r.id), Kind: r.kind, Key: r.key, Text: r.text, Session: r.session,
+		CreatedAt: fromMillis(r.created),
 	}
-	m.ID = memory.FormatID(id)
-	m.CreatedAt = fromMillis(created)
-	if supBy.Valid {
-		m.SupersededBy = memory.FormatID(supBy.Int64)
+	if r.supBy.Valid {
+		m.SupersededBy = memory.FormatID(r.supBy.Int64)
 	}
-	if supAt.Valid {
-		m.SupersededAt = fromMillis(supAt.Int64)
+	if r.supAt.Valid {
+		m.SupersededAt = fromMillis(r.supAt.Int64)
 	}
-	if err := json.Unmarshal([]byte(tags), &m.Tags); err != nil {
+	if r.tags == "[]" {
+		return m, nil // no tags: the common case, not worth a decode
+	}
+	if err := json.Unmarshal([]byte(r.tags), &m.Tags); err != nil {
 		return memory.Memory{}, fmt.Errorf("decode tags of memory %s: %w", m.ID, err)
 	}
 	if len(m.Tags) == 0 {
 		m.Tags = nil
 	}
 	return m, nil
+}
+
+func scanMemory(s scanner) (memory.Memory, error) {
+	var r memoryRow
+	if err := s.Scan(r.dest()...); err != nil {
+		return memory.Memory{}, err
+	}
+	return r.memory()
 }
 
 // Statements of a remember and a forget.

@@ -1,9 +1,11 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentcustody/custody/internal/memory"
@@ -83,35 +85,37 @@ const recallKindWiden = 4
 // statement over the whole index:
 //   - a: the newest recallCap+1 matches with their FTS5 rank (bm25), no
 //     row read;
-//   - c: the best n of a, and every match tied with the n-th (so the cut
-//     never falls inside a tie);
-//   - r: those of c in the namespace, ranked, carrying only (rowid,
-//     score, created_at) until the limit is taken.
+//   - t: the best n of a, and every match tied with the n-th (so the
+//     cut never falls inside a tie): the candidates;
+//   - r: those of t in the namespace, ranked, carrying only (rowid,
+//     score, created_at) until the limit is taken; the rows of those
+//     few are joined last (in no particular order: recallFast sorts
+//     them).
 //
-// It returns one row per memory of r (matches, candidates, rowid,
-// memoryColumns), or, when r is empty, a single row whose rowid and
-// memory columns are NULL: matches is the number of rows of a (recallCap+1
-// means more than the cap), candidates the number of rows of c.
+// It returns one row per memory of r (matches, candidates, rowid, score,
+// memoryColumns), or, when r is empty, a single row whose rowid is NULL
+// and whose other columns are zero values:
+// matches is the number of rows of a (recallCap+1 means more than the
+// cap), candidates the number of rows of t.
 func recallFastSQL(ns memory.Namespace, q memory.Query, match string, n int) (string, []any) {
 	filter, args := recallFilter(ns, q)
 	return `WITH a AS MATERIALIZED (
 			SELECT rowid AS rid, rank AS score FROM memories_fts WHERE memories_fts MATCH ?
 			ORDER BY rowid DESC LIMIT ` + fmt.Sprint(recallCap+1) + `
-		), c AS MATERIALIZED (
+		), t AS MATERIALIZED (
 			SELECT rid, score FROM a
 			WHERE score <= coalesce((SELECT score FROM a ORDER BY score LIMIT 1 OFFSET ?), 1e308)
 		), r AS (
-			SELECT c.rid, c.score, x.created_at AS created FROM c CROSS JOIN memories x ON x.id = c.rid
+			SELECT t.rid, t.score, x.created_at AS created FROM t CROSS JOIN memories x ON x.id = t.rid
 			WHERE ` + filter + `
-			ORDER BY c.score, x.created_at DESC, x.id DESC LIMIT ?
-		), rm AS (
-			SELECT r.rid, r.score, r.created, ` + memoryColumns + ` FROM r CROSS JOIN memories m ON m.id = r.rid
-		), s AS (
-			SELECT (SELECT count(*) FROM a) AS matches, (SELECT count(*) FROM c) AS candidates
+			ORDER BY t.score, x.created_at DESC, x.id DESC LIMIT ?
 		)
-		SELECT s.matches, s.candidates, rm.rid, ` + strings.ReplaceAll(memoryColumns, "m.", "rm.") + `
-		FROM s LEFT JOIN rm ON true
-		ORDER BY rm.score, rm.created DESC, rm.rid DESC`,
+		SELECT s.matches, s.candidates, r.rid, coalesce(r.score, 0),
+			coalesce(m.id, 0), coalesce(m.kind, ''), coalesce(m.key, ''), coalesce(m.text, ''),
+			coalesce(m.tags, '[]'), coalesce(m.session, ''), coalesce(m.created_at, 0),
+			m.superseded_by, m.superseded_at FROM (
+			SELECT (SELECT count(*) FROM a) AS matches, (SELECT count(*) FROM t) AS candidates
+		) s LEFT JOIN r ON true LEFT JOIN memories m ON m.id = r.rid`,
 		append(append([]any{match, n - 1}, args...), q.Limit)
 }
 
@@ -183,39 +187,36 @@ func (d *DB) recallFast(ctx context.Context, ns memory.Namespace, q memory.Query
 		return nil, false, err
 	}
 	defer rows.Close()
-	cols, err := rows.Columns()
-	if err != nil {
-		return nil, false, err
-	}
 	var (
-		matches, candidates int
-		rid                 sql.NullInt64
-		head                = []any{&matches, &candidates, &rid}
-		skip                = make([]any, len(cols))
+		matches    int
+		candidates int
+		score      float64
+		rid        sql.NullInt64 // NULL: no candidate is in the namespace
+		row        memoryRow
+		dest       = append([]any{&matches, &candidates, &rid, &score}, row.dest()...)
+		ranked     []rankedMemory
 	)
-	for i := range skip {
-		skip[i] = new(any)
-	}
 	for rows.Next() {
-		// Scan the counts first; the memory columns are NULL when no
-		// candidate is in the namespace (rows.Scan may be called again
-		// on the same row).
-		if err := rows.Scan(append(head, skip[len(head):]...)...); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return nil, false, err
 		}
 		if !rid.Valid {
 			break
 		}
-		m, err := scanMemory(scanFunc(func(dest ...any) error {
-			return rows.Scan(append(skip[:len(head):len(head)], dest...)...)
-		}))
+		m, err := row.memory()
 		if err != nil {
 			return nil, false, err
 		}
-		out = append(out, m)
+		ranked = append(ranked, rankedMemory{score: score, created: row.created, id: row.id, m: m})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, false, err
+	}
+	// The statement ranks r but joins the rows after it: put them back
+	// in rank order.
+	slices.SortFunc(ranked, compareRanked)
+	for _, r := range ranked {
+		out = append(out, r.m)
 	}
 	switch {
 	case matches > recallCap:
@@ -226,7 +227,22 @@ func (d *DB) recallFast(ctx context.Context, ns memory.Namespace, q memory.Query
 	return nil, false, nil
 }
 
-// scanFunc is a scanner from a function.
-type scanFunc func(dest ...any) error
+// rankedMemory is a memory with the keys a keyword recall orders by.
+type rankedMemory struct {
+	score   float64 // FTS5 rank (bm25): lower is better
+	created int64   // unix milliseconds
+	id      int64
+	m       memory.Memory
+}
 
-func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+// compareRanked orders as a keyword recall does: by score, then newest
+// first, then by descending ID.
+func compareRanked(a, b rankedMemory) int {
+	if c := cmp.Compare(a.score, b.score); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(b.created, a.created); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.id, a.id)
+}
