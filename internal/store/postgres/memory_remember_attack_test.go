@@ -114,6 +114,28 @@ func rememberAttackCount(t *testing.T, db *DB, where string, args ...any) int {
 	return n
 }
 
+// rememberAttackActive returns 1 if the memory id is stored and active,
+// 0 otherwise.
+func rememberAttackActive(t *testing.T, db *DB, id string) int {
+	t.Helper()
+	return rememberAttackCount(t, db, `id = $1 AND superseded_by IS NULL`, mustID(id))
+}
+
+// rememberAttackWithOld opens a store as rememberAttackOpen does, whose
+// namespace t1/a holds one active memory (pref, key color, text "blue"):
+// the memory a failed remember of "green" under the same key must leave
+// active.
+func rememberAttackWithOld(t *testing.T, maxConns int) (*DB, string, memory.Namespace, memory.Remembered) {
+	t.Helper()
+	db, u := rememberAttackOpen(t, maxConns)
+	ns := memory.Namespace{Tenant: "t1", Agent: "a"}
+	old, err := db.RememberMemory(context.Background(), ns, rememberAttackMem("pref", "color", "blue"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, u, ns, old
+}
+
 // Many goroutines remember the same content, and different texts under
 // one key, in one namespace.
 func TestAttackRememberConcurrent(t *testing.T) {
@@ -286,13 +308,8 @@ func TestAttackRememberCancelLoop(t *testing.T) {
 // A remember that times out while waiting for the namespace lock returns an
 // error; it must not be committed later, when the lock is free.
 func TestAttackRememberTimeoutWhileLockedCommitsLater(t *testing.T) {
-	db, u := rememberAttackOpen(t, 0)
+	db, u, ns, old := rememberAttackWithOld(t, 0)
 	ctx := context.Background()
-	ns := memory.Namespace{Tenant: "t1", Agent: "a"}
-	old, err := db.RememberMemory(ctx, ns, rememberAttackMem("pref", "color", "blue"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	holder, err := pgx.Connect(ctx, u)
 	if err != nil {
 		t.Fatal(err)
@@ -317,7 +334,7 @@ func TestAttackRememberTimeoutWhileLockedCommitsLater(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if n := rememberAttackCount(t, db, `text = 'green'`); n != 0 {
 		t.Errorf("the remember that returned %q was committed after the lock was freed (%d row); old active: %d",
-			err, n, rememberAttackCount(t, db, `id = $1 AND superseded_by IS NULL`, mustID(old.ID)))
+			err, n, rememberAttackActive(t, db, old.ID))
 	}
 	rememberAttackInvariants(t, db)
 }

@@ -201,13 +201,8 @@ func TestAttackTimeoutEdgeDeadlines(t *testing.T) {
 func TestAttackTimeoutSlowInsertAndCommit(t *testing.T) {
 	for _, mode := range []string{"insert", "commit"} {
 		t.Run(mode, func(t *testing.T) {
-			db, _ := rememberAttackOpen(t, 1)
-			ns := memory.Namespace{Tenant: "t1", Agent: "a"}
+			db, _, ns, old := rememberAttackWithOld(t, 1)
 			bg := context.Background()
-			old, err := db.RememberMemory(bg, ns, rememberAttackMem("pref", "color", "blue"))
-			if err != nil {
-				t.Fatal(err)
-			}
 			ddl := `CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$;`
 			if mode == "insert" {
 				ddl += `CREATE TRIGGER slow BEFORE INSERT ON memories FOR EACH ROW EXECUTE FUNCTION slow();`
@@ -218,7 +213,7 @@ func TestAttackTimeoutSlowInsertAndCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
-			_, err = db.RememberMemory(ctx, ns, rememberAttackMem("pref", "color", "green"))
+			_, err := db.RememberMemory(ctx, ns, rememberAttackMem("pref", "color", "green"))
 			cancel()
 			t.Logf("slow %s: %v", mode, err)
 			time.Sleep(500 * time.Millisecond)
@@ -229,7 +224,7 @@ func TestAttackTimeoutSlowInsertAndCommit(t *testing.T) {
 			if mode == "commit" && err == nil {
 				t.Logf("slow commit: succeeded although the deferred trigger ran 300 ms past a 100 ms deadline: statement_timeout does not bound work done at COMMIT")
 			}
-			if err != nil && rememberAttackCount(t, db, `id = $1 AND superseded_by IS NULL`, mustID(old.ID)) != 1 {
+			if err != nil && rememberAttackActive(t, db, old.ID) != 1 {
 				t.Errorf("slow %s: failed but the old memory was superseded", mode)
 			}
 			timeoutAttackSettings(t, db)
@@ -342,13 +337,8 @@ func TestAttackTimeoutCommitOutlastsGrace(t *testing.T) {
 // just before the remember's insert: the remember returns an error, yet
 // its supersede (and the copy) are committed.
 func TestAttackRememberRacedByLocklessWriterRollsBack(t *testing.T) {
-	db, _ := rememberAttackOpen(t, 1)
-	ns := memory.Namespace{Tenant: "t1", Agent: "a"}
+	db, _, ns, old := rememberAttackWithOld(t, 1)
 	bg := context.Background()
-	old, err := db.RememberMemory(bg, ns, rememberAttackMem("pref", "color", "blue"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := db.pool.Exec(bg, `CREATE FUNCTION sneak() RETURNS trigger LANGUAGE plpgsql AS $$
 		DECLARE r memories; BEGIN
 		IF pg_trigger_depth() = 1 AND NEW.text = 'green'::bytea THEN r := NEW; r.id := NEW.id + 1; INSERT INTO memories SELECT r.*; END IF;
@@ -356,12 +346,12 @@ func TestAttackRememberRacedByLocklessWriterRollsBack(t *testing.T) {
 		CREATE TRIGGER sneak BEFORE INSERT ON memories FOR EACH ROW EXECUTE FUNCTION sneak();`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = db.RememberMemory(bg, ns, rememberAttackMem("pref", "color", "green"))
+	_, err := db.RememberMemory(bg, ns, rememberAttackMem("pref", "color", "green"))
 	t.Logf("remember: %v", err)
 	if err == nil {
 		t.Fatal("the sneaking trigger did not make the remember fail")
 	}
-	oldActive := rememberAttackCount(t, db, `id = $1 AND superseded_by IS NULL`, mustID(old.ID))
+	oldActive := rememberAttackActive(t, db, old.ID)
 	green := rememberAttackCount(t, db, `text = 'green'`)
 	if oldActive == 0 || green != 0 {
 		t.Errorf("remember returned an error but its transaction was committed: old memory active %d, rows with the new text %d", oldActive, green)
