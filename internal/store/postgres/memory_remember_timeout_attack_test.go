@@ -203,15 +203,7 @@ func TestAttackTimeoutSlowInsertAndCommit(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			db, _, ns, old := rememberAttackWithOld(t, 1)
 			bg := context.Background()
-			ddl := `CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.3); RETURN NEW; END $$;`
-			if mode == "insert" {
-				ddl += `CREATE TRIGGER slow BEFORE INSERT ON memories FOR EACH ROW EXECUTE FUNCTION slow();`
-			} else {
-				ddl += `CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON memories DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow();`
-			}
-			if _, err := db.pool.Exec(bg, ddl); err != nil {
-				t.Fatal(err)
-			}
+			timeoutAttackSlowTrigger(t, db, 300*time.Millisecond, mode == "commit")
 			ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
 			_, err := db.RememberMemory(ctx, ns, rememberAttackMem("pref", "color", "green"))
 			cancel()
@@ -238,16 +230,30 @@ func TestAttackTimeoutSlowInsertAndCommit(t *testing.T) {
 	}
 }
 
+// timeoutAttackSlowTrigger makes each insert into db's memories sleep
+// for d: in a BEFORE INSERT trigger, or, if atCommit, in a deferred
+// constraint trigger, which runs during COMMIT. `DROP TRIGGER slow ON
+// memories` removes it.
+func timeoutAttackSlowTrigger(t *testing.T, db *DB, d time.Duration, atCommit bool) {
+	t.Helper()
+	ddl := fmt.Sprintf(`CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(%g); RETURN NEW; END $$;`, d.Seconds())
+	if atCommit {
+		ddl += `CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON memories DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow();`
+	} else {
+		ddl += `CREATE TRIGGER slow BEFORE INSERT ON memories FOR EACH ROW EXECUTE FUNCTION slow();`
+	}
+	if _, err := db.pool.Exec(context.Background(), ddl); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // The deferred trigger's sleep close to the deadline, so the statement
 // timeout lands in and around COMMIT: a failed remember is never stored.
 func TestAttackTimeoutAtCommitEdge(t *testing.T) {
 	db, _ := rememberAttackOpen(t, 1)
 	ns := memory.Namespace{Tenant: "t1", Agent: "a"}
 	bg := context.Background()
-	if _, err := db.pool.Exec(bg, `CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(0.020); RETURN NEW; END $$;
-		CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON memories DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow();`); err != nil {
-		t.Fatal(err)
-	}
+	timeoutAttackSlowTrigger(t, db, 20*time.Millisecond, true)
 	var failed, failedStored, okMissing int
 	for i := 0; i < 150; i++ {
 		d := time.Duration(15000+rand.Intn(10000)) * time.Microsecond
@@ -307,10 +313,7 @@ func TestAttackTimeoutCommitOutlastsGrace(t *testing.T) {
 	db, _ := rememberAttackOpen(t, 1)
 	ns := memory.Namespace{Tenant: "t1", Agent: "a"}
 	bg := context.Background()
-	if _, err := db.pool.Exec(bg, `CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(6); RETURN NEW; END $$;
-		CREATE CONSTRAINT TRIGGER slow AFTER INSERT ON memories DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION slow();`); err != nil {
-		t.Fatal(err)
-	}
+	timeoutAttackSlowTrigger(t, db, 6*time.Second, true)
 	ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
 	start := time.Now()
 	_, err := db.RememberMemory(ctx, ns, rememberAttackMem("fact", "", "late commit"))
