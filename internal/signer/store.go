@@ -227,9 +227,11 @@ func (b *Batch) LeafRuns() []string {
 // runs end at heads (run -> highest stored run_seq; a run absent from
 // heads has no leaves yet): leaf i of b must have index size+i, and each
 // run's leaves must have consecutive run_seq starting at its head+1 (0 for
-// a new run). Otherwise it returns an error wrapping [ErrLogConflict] that
-// names the first leaf that does not. A batch without leaves extends any
-// log. Stores call it inside AppendBatch's transaction after locking out
+// a new run); and each argument digest must be of a leaf of b in the
+// digest's run (the SQLite store finds a run's digests through its
+// leaves). Otherwise it returns an error wrapping [ErrLogConflict] that
+// names the first leaf or digest that does not. A batch without leaves or
+// digests extends any log. Stores call it inside AppendBatch's transaction after locking out
 // other writers.
 func (b *Batch) Extends(size int64, heads map[string]int64) error {
 	next := make(map[string]int64, len(heads))
@@ -250,6 +252,12 @@ func (b *Batch) Extends(size int64, heads map[string]int64) error {
 			return fmt.Errorf("%w: leaf %d of run %q has run_seq %d, want %d", ErrLogConflict, l.Index, l.Run, l.RunSeq, want)
 		}
 		next[l.Run] = want + 1
+	}
+	for i := range b.Digests {
+		a := &b.Digests[i]
+		if j := a.Index - size; j < 0 || j >= int64(len(b.Leaves)) || b.Leaves[j].Run != a.Run {
+			return fmt.Errorf("%w: argument digest %d (leaf %d, run %q) is not of a leaf of that run in the batch", ErrLogConflict, i, a.Index, a.Run)
+		}
 	}
 	return nil
 }

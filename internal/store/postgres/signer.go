@@ -180,7 +180,7 @@ func checkAppend(br pgx.BatchResults, b *signer.Batch, w *SignerWriter) error {
 		}
 	}
 	if len(b.Leaves) == 0 {
-		return nil
+		return b.Extends(0, nil) // refuses digests without their leaves
 	}
 	var size int64
 	if err := br.QueryRow().Scan(&size); err != nil {

@@ -36,4 +36,6 @@ var migrations = []string{
 	gatewayBudgetSchema,
 	// 11: model gateway: the repository grants of each minted token.
 	gatewayReposSchema,
+	// 12: signer: argument digests keyed by their leaf only.
+	signerDigestsByLeaf,
 }

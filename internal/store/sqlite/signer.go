@@ -93,7 +93,7 @@ var (
 	insSalts  = newRowInsert(`INSERT INTO signer_salts (idx, salt)`, 2)
 	insRuns   = newRowInsert(`INSERT INTO signer_runs (run, tenant, agent, session, identity, created_at)`, 6)
 	insCalls  = newRowInsert(`INSERT INTO signer_calls (run, call_id, tool, effect, idx, commitment)`, 6)
-	insDigest = newRowInsert(`INSERT INTO signer_arg_digests (run, idx, pos, kind, tool, digest)`, 6)
+	insDigest = newRowInsert(`INSERT INTO signer_arg_digests (idx, pos, kind, tool, digest)`, 5)
 	insInbox  = newRowInsert(`INSERT INTO signer_inbox (data)`, 1)
 )
 
@@ -217,7 +217,7 @@ func (d *DB) execEach(ctx context.Context, tx *sql.Tx, query string, n int, args
 // heads it checked against.
 func (d *DB) checkExtends(ctx context.Context, tx *sql.Tx, b *signer.Batch) (int64, map[string]int64, error) {
 	if len(b.Leaves) == 0 {
-		return 0, nil, nil
+		return 0, nil, b.Extends(0, nil) // refuses digests without their leaves
 	}
 	st, err := d.stmts.inTx(ctx, tx, sqlLastLeaf)
 	if err != nil {

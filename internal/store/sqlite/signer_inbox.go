@@ -28,6 +28,27 @@ CREATE TABLE signer_arg_digests (
 ) STRICT;
 CREATE INDEX signer_arg_digests_run ON signer_arg_digests (run, idx, pos);`
 
+// signerDigestsByLeaf is migration 12: signer_arg_digests keeps one
+// b-tree, keyed by (idx, kind, pos), and a run's digests are found
+// through its leaves (signer_leaves' index on (run, run_seq); a digest's
+// run is its leaf's run, which signer.Batch.Extends checks before every
+// commit). Before, the table had a rowid b-tree and two indexes, one of
+// them keyed by run: a group commit of records from n runs rewrote about
+// n pages of that index (one run's entries sit together), a third of the
+// pages the commit wrote.
+const signerDigestsByLeaf = `CREATE TABLE signer_arg_digests_new (
+	idx    INTEGER NOT NULL,              -- leaf index of the record
+	kind   TEXT NOT NULL,                 -- decided | requested | model_call
+	pos    INTEGER NOT NULL,              -- as in migration 7
+	tool   TEXT NOT NULL,
+	digest BLOB,                          -- SHA-256 of the canonical args; NULL if unreadable
+	PRIMARY KEY (idx, kind, pos)
+) STRICT, WITHOUT ROWID;
+INSERT INTO signer_arg_digests_new (idx, kind, pos, tool, digest)
+	SELECT idx, kind, pos, tool, digest FROM signer_arg_digests;
+DROP TABLE signer_arg_digests;
+ALTER TABLE signer_arg_digests_new RENAME TO signer_arg_digests;`
+
 // PutInbox implements signer.InboxStore: the entries in one transaction.
 func (d *DB) PutInbox(ctx context.Context, entries [][]byte) error {
 	if len(entries) == 0 {
@@ -67,7 +88,9 @@ func (d *DB) Inbox(ctx context.Context, limit int) ([]signer.InboxEntry, error) 
 
 // ArgDigests implements signer.Store.
 func (d *DB) ArgDigests(ctx context.Context, run string) ([]signer.ArgDigest, error) {
-	rows, err := d.db.QueryContext(ctx, `SELECT idx, pos, kind, tool, digest FROM signer_arg_digests WHERE run = ? ORDER BY idx, pos`, run)
+	rows, err := d.db.QueryContext(ctx, `SELECT d.idx, d.pos, d.kind, d.tool, d.digest
+		FROM signer_leaves l JOIN signer_arg_digests d ON d.idx = l.idx
+		WHERE l.run = ? ORDER BY d.idx, d.pos, d.kind`, run)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: arg digests: %w", err)
 	}
@@ -95,7 +118,7 @@ func (d *DB) appendInbox(ctx context.Context, tx *sql.Tx, b *signer.Batch) error
 		if a.Digest != nil {
 			digest = a.Digest
 		}
-		return []any{a.Run, a.Index, a.Pos, a.Kind, a.Tool, digest}
+		return []any{a.Index, a.Pos, a.Kind, a.Tool, digest}
 	}); err != nil {
 		return fmt.Errorf("arg digests: %w", err)
 	}

@@ -52,6 +52,7 @@ func Signer(t *testing.T, open func(testing.TB) signer.Store) {
 		{"Fencing", testSignerFencing},
 		{"ConcurrentReads", testSignerConcurrentReads},
 		{"Inbox", testSignerInbox},
+		{"DigestLeaves", testSignerDigestLeaves},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, open(t)) })
 	}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -74,5 +75,53 @@ func testSignerInbox(t *testing.T, st signer.Store) {
 	}
 	if ds, err := st.ArgDigests(ctx, "other"); err != nil || len(ds) != 0 {
 		t.Fatalf("ArgDigests(other) = %v, %v", ds, err)
+	}
+}
+
+// testSignerDigestLeaves: a run's argument digests are those of its own
+// leaves. A batch holding a digest that is not of one of the batch's
+// leaves in the digest's run (another run's leaf, a leaf already stored,
+// a leaf index past the batch, a batch without leaves) is refused as a
+// conflict and writes nothing.
+func testSignerDigestLeaves(t *testing.T, st signer.Store) {
+	ctx := context.Background()
+	m := newSignerModel()
+	d := m.begin()
+	d.b.NewRuns = []signer.RunRow{signerRun("r1", 1), signerRun("r2", 1)}
+	l1, l2 := d.leaf(t, "r1"), d.leaf(t, "r2")
+	d.b.Digests = []signer.ArgDigest{
+		{Run: "r2", Index: l2.Index, Kind: signer.DigestDecided, Tool: "Read"},
+		{Run: "r1", Index: l1.Index, Kind: signer.DigestDecided, Tool: "Bash"},
+	}
+	appendDraft(t, st, d)
+	for _, c := range []struct {
+		name string
+		run  string
+		at   func(l signer.Leaf) int64 // the digest's index, from the batch's r1 leaf
+	}{
+		{"another run's leaf", "r2", func(l signer.Leaf) int64 { return l.Index }},
+		{"a stored leaf", "r1", func(signer.Leaf) int64 { return l1.Index }},
+		{"past the batch", "r1", func(l signer.Leaf) int64 { return l.Index + 1 }},
+		{"before the log", "r1", func(signer.Leaf) int64 { return -1 }},
+	} {
+		bad := m.begin()
+		l := bad.leaf(t, "r1")
+		bad.b.Digests = []signer.ArgDigest{{Run: c.run, Index: c.at(l), Kind: signer.DigestDecided, Tool: "Evil"}}
+		if err := st.AppendBatch(ctx, &bad.b); !errors.Is(err, signer.ErrLogConflict) {
+			t.Fatalf("%s: AppendBatch = %v, want ErrLogConflict", c.name, err)
+		}
+	}
+	noLeaves := signer.Batch{Digests: []signer.ArgDigest{{Run: "r1", Index: l1.Index, Kind: signer.DigestDecided, Tool: "Evil"}}}
+	if err := st.AppendBatch(ctx, &noLeaves); !errors.Is(err, signer.ErrLogConflict) {
+		t.Fatalf("digest without leaves: AppendBatch = %v, want ErrLogConflict", err)
+	}
+	if size, err := st.TreeSize(ctx); err != nil || size != 2 {
+		t.Fatalf("tree size after the refusals = %d, %v; want 2", size, err)
+	}
+	for run, tool := range map[string]string{"r1": "Bash", "r2": "Read"} {
+		ds, err := st.ArgDigests(ctx, run)
+		if err != nil || len(ds) != 1 || ds[0].Tool != tool || ds[0].Run != run {
+			t.Fatalf("ArgDigests(%s) = %+v, %v; want its one %s digest", run, ds, err, tool)
+		}
 	}
 }
