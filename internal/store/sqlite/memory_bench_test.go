@@ -128,10 +128,10 @@ func copyFile(from, to string) error {
 // server that has run a while: the first pass over a new log extends
 // the file at every commit.
 // rememberWarmup is how many untimed remembers BenchmarkRemember makes
-// first: about 1,500 log frames at ~15 pages a remember, past the first
-// automatic checkpoint (1,000 frames), after which the log is rewritten
-// in place.
-const rememberWarmup = 100
+// first: about 6,000 log frames at ~15 pages a remember, past the first
+// automatic checkpoint (walAutocheckpoint frames), after which the log is
+// rewritten in place.
+const rememberWarmup = 400
 
 func BenchmarkRemember(b *testing.B) {
 	for _, n := range storetest.BenchSizes {

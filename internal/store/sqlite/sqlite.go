@@ -3,7 +3,9 @@
 // synchronous=FULL so that a write is durable when its call returns.
 // Temporary tables, sorts and statement journals are kept in memory
 // (temp_store=MEMORY): a multi-row insert in a transaction would
-// otherwise write its statement journal to a temporary file.
+// otherwise write its statement journal to a temporary file. The
+// write-ahead log is checkpointed into the database file once it holds
+// walAutocheckpoint pages.
 //
 // A [DB] implements the store interfaces that the domain packages declare
 // (apikey.Store, memory.Store). Write transactions begin IMMEDIATE, so a
@@ -28,6 +30,17 @@ import (
 
 // FileName is the database file inside the data directory.
 const FileName = "custody.db"
+
+// walAutocheckpoint is the write-ahead log's size, in pages (4 KiB), at
+// which the commit that reaches it copies the log into the database file
+// (SQLite's default is 1,000). A checkpoint copies each page once however
+// many commits rewrote it, and the signer's group commits rewrite the
+// same pages (each open run's last index page) commit after commit: at
+// 128 clients the server's CPU per decide was 5 % lower with 4,000 than
+// with 1,000 (median of seven interleaved rounds, -2 % to 11 %), and its
+// decides/s 6 % higher. The log file grows to about 16 MiB
+// and stays that size; opening the database after a crash replays it.
+const walAutocheckpoint = 4000
 
 // DB is an open custody database. It is safe for concurrent use.
 type DB struct {
@@ -54,7 +67,7 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 	}
 	path := filepath.Join(dir, FileName)
 	q := url.Values{}
-	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)", "temp_store(MEMORY)"} {
+	for _, p := range []string{"busy_timeout(10000)", "journal_mode(WAL)", "synchronous(FULL)", "foreign_keys(1)", "temp_store(MEMORY)", fmt.Sprintf("wal_autocheckpoint(%d)", walAutocheckpoint)} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
