@@ -15,12 +15,7 @@ import (
 func TestSignerDigestsByLeafMigration(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	db := openSignerTestDB(t, dir)
-	for _, q := range []string{
-		`DROP TABLE signer_arg_digests`, // back to migration 7's table
-		`DROP TABLE signer_inbox`,
-		signerInboxSchema,
-		`PRAGMA user_version = 11`,
+	preDigestsByLeaf(t, dir,
 		`INSERT INTO signer_leaves (idx, run, run_seq, type, record) VALUES
 			(0, 'r1', 0, 'call.decided', x'00'), (1, 'r2', 0, 'model.call', x'01'), (2, 'r1', 1, 'model.call', x'02')`,
 		`INSERT INTO signer_arg_digests (run, idx, pos, kind, tool, digest) VALUES
@@ -28,14 +23,8 @@ func TestSignerDigestsByLeafMigration(t *testing.T) {
 			('r1', 0, 0, 'decided', 'Bash', x'0707'),
 			('r2', 1, 0, 'model_call', '', NULL),
 			('r1', 2, 0, 'requested', 'Bash', x'0808'),
-			('r1', 2, 0, 'model_call', '!', NULL)`,
-	} {
-		if _, err := db.db.ExecContext(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	db.Close()
-	db = openSignerTestDB(t, dir)
+			('r1', 2, 0, 'model_call', '!', NULL)`)
+	db := openSignerTestDB(t, dir)
 	var version, indexes int
 	var ddl string
 	if err := db.db.QueryRowContext(ctx, `PRAGMA user_version`).Scan(&version); err != nil || version != len(migrations) {
