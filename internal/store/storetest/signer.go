@@ -53,6 +53,7 @@ func Signer(t *testing.T, open func(testing.TB) signer.Store) {
 		{"ConcurrentReads", testSignerConcurrentReads},
 		{"Inbox", testSignerInbox},
 		{"DigestLeaves", testSignerDigestLeaves},
+		{"LeaflessBatch", testSignerLeaflessBatch},
 	} {
 		t.Run(c.name, func(t *testing.T) { c.f(t, open(t)) })
 	}

@@ -81,8 +81,8 @@ func testSignerInbox(t *testing.T, st signer.Store) {
 // testSignerDigestLeaves: a run's argument digests are those of its own
 // leaves. A batch holding a digest that is not of one of the batch's
 // leaves in the digest's run (another run's leaf, a leaf already stored,
-// a leaf index past the batch, a batch without leaves) is refused as a
-// conflict and writes nothing.
+// a leaf index past the batch; see also testSignerLeaflessBatch) is
+// refused as a conflict and writes nothing.
 func testSignerDigestLeaves(t *testing.T, st signer.Store) {
 	ctx := context.Background()
 	m := newSignerModel()
@@ -111,10 +111,6 @@ func testSignerDigestLeaves(t *testing.T, st signer.Store) {
 			t.Fatalf("%s: AppendBatch = %v, want ErrLogConflict", c.name, err)
 		}
 	}
-	noLeaves := signer.Batch{Digests: []signer.ArgDigest{{Run: "r1", Index: l1.Index, Kind: signer.DigestDecided, Tool: "Evil"}}}
-	if err := st.AppendBatch(ctx, &noLeaves); !errors.Is(err, signer.ErrLogConflict) {
-		t.Fatalf("digest without leaves: AppendBatch = %v, want ErrLogConflict", err)
-	}
 	if size, err := st.TreeSize(ctx); err != nil || size != 2 {
 		t.Fatalf("tree size after the refusals = %d, %v; want 2", size, err)
 	}
@@ -123,5 +119,33 @@ func testSignerDigestLeaves(t *testing.T, st signer.Store) {
 		if err != nil || len(ds) != 1 || ds[0].Tool != tool || ds[0].Run != run {
 			t.Fatalf("ArgDigests(%s) = %+v, %v; want its one %s digest", run, ds, err, tool)
 		}
+	}
+}
+
+// testSignerLeaflessBatch: a batch without leaves that holds only meta
+// commits; one that also holds an argument digest is refused as a
+// conflict and commits none of its meta; a batch with leaves after the
+// refusal commits.
+func testSignerLeaflessBatch(t *testing.T, st signer.Store) {
+	ctx := context.Background()
+	if err := st.AppendBatch(ctx, &signer.Batch{Meta: map[string]string{"k": "v1"}}); err != nil {
+		t.Fatalf("meta-only batch: %v", err)
+	}
+	bad := signer.Batch{Meta: map[string]string{"k": "v2"},
+		Digests: []signer.ArgDigest{{Run: "r1", Index: 0, Kind: signer.DigestDecided, Tool: "Evil"}}}
+	if err := st.AppendBatch(ctx, &bad); !errors.Is(err, signer.ErrLogConflict) {
+		t.Fatalf("leafless batch with a digest: %v, want ErrLogConflict", err)
+	}
+	if v, err := st.Meta(ctx, "k"); err != nil || v != "v1" {
+		t.Fatalf("meta after the refused batch = %q, %v; want v1", v, err)
+	}
+	m := newSignerModel()
+	d := m.begin()
+	d.b.NewRuns = []signer.RunRow{signerRun("r1", 1)}
+	l := d.leaf(t, "r1")
+	d.b.Digests = []signer.ArgDigest{{Run: "r1", Index: l.Index, Kind: signer.DigestDecided, Tool: "Bash", Digest: []byte{1}}}
+	appendDraft(t, st, d)
+	if ds, err := st.ArgDigests(ctx, "r1"); err != nil || len(ds) != 1 || ds[0].Tool != "Bash" {
+		t.Fatalf("ArgDigests = %+v, %v", ds, err)
 	}
 }
