@@ -189,7 +189,8 @@ func insertMemory(ctx context.Context, tx pgx.Tx, ns memory.Namespace, m memory.
 const recallCap = 2000
 
 // recallSQL returns the statement and arguments for q, or "" if q has
-// text but no searchable term.
+// text but no searchable term. A search's arguments begin with
+// searchExecMode, the pgx query mode to send it in.
 //
 // A search returns the memories of the namespace whose terms match
 // memoryQuery(q.Text), best first by ts_rank (PostgreSQL has no BM25;
@@ -221,6 +222,7 @@ func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
 	}
 	args = append(args, tsq)
 	qi := len(args)
+	args = append([]any{searchExecMode}, args...) // planned per call (see searchExecMode)
 	return fmt.Sprintf(`SELECT %s FROM (
 			SELECT id, created_at, score FROM (
 				SELECT id, created_at, ts_rank(terms, $%d::tsquery) AS score FROM memories
@@ -258,9 +260,6 @@ func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Q
 	query, args := recallSQL(ns, q)
 	if query == "" {
 		return nil, nil
-	}
-	if strings.TrimSpace(q.Text) != "" {
-		args = append([]any{searchExecMode}, args...)
 	}
 	rows, err := d.pool.Query(ctx, query, args...)
 	if err != nil {
