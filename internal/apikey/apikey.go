@@ -16,9 +16,10 @@
 // A key speaks for one [Identity] until its expiry (a whole second, UTC) or
 // until it is revoked, whichever comes first.
 //
-// Verification is cached per replica for [Options.CacheTTL] (default 30 s);
-// a revocation through this package evicts the entry at once on this
-// replica. Other replicas see it when their cache entry expires, or at once
+// Verification is cached per replica for [Options.CacheTTL] (default 30 s),
+// and so is a revocation read from the store (the key is then refused
+// without reading it again); a revocation through this package evicts the
+// entry at once on this replica. Other replicas see it when their cache entry expires, or at once
 // where the store broadcasts revocations (see [Service.Evict] and
 // [Service.EvictAll]).
 package apikey
@@ -129,8 +130,8 @@ type Options struct {
 	// the cache. A revoked key may be accepted by another replica for up
 	// to this long unless revocations are broadcast.
 	CacheTTL time.Duration
-	// CacheSize bounds the number of cached verifications. Default 100000;
-	// when full, new verifications are not cached.
+	// CacheSize bounds the number of cached verifications and revocations.
+	// Default 100000; when full, new ones are not cached.
 	CacheSize int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -248,9 +249,12 @@ func (s *Service) Verify(ctx context.Context, key string) (Record, error) {
 	now := s.now()
 	var gen uint64
 	if s.cache != nil {
-		r, g, ok := s.cache.get(hash, now)
-		if ok {
-			return r, nil
+		e, g, ok := s.cache.get(hash, now)
+		switch {
+		case ok && e.revoked:
+			return Record{}, ErrRevoked
+		case ok:
+			return e.rec, nil
 		}
 		gen = g
 	}
@@ -262,6 +266,9 @@ func (s *Service) Verify(ctx context.Context, key string) (Record, error) {
 		return Record{}, fmt.Errorf("apikey: look up key: %w", err)
 	}
 	if !r.RevokedAt.IsZero() {
+		if s.cache != nil {
+			s.cache.putRevoked(r, now) // no earlier lookup may cache it now
+		}
 		return Record{}, ErrRevoked
 	}
 	if !now.Before(r.ExpiresAt) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"github.com/agentcustody/custody/internal/ratelimit"
 	"log/slog"
 	"net/http"
@@ -471,5 +472,50 @@ func BenchmarkSHA256Key(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		_ = sha256.Sum256([]byte(key))
+	}
+}
+
+// TestRefusalDuringLookup: a verification that read the key before it was
+// revoked elsewhere, with no eviction since (the notification was lost),
+// must not cache it once another verification on this replica has seen
+// the revocation: a replica that has refused a key never accepts it
+// again. With the cache full, the refusal cannot keep a tombstone and
+// evicts instead.
+func TestRefusalDuringLookup(t *testing.T) {
+	for _, size := range []int{0, 1} {
+		t.Run(fmt.Sprintf("CacheSize=%d", size), func(t *testing.T) {
+			st := &racyStore{memStore: newMemStore()}
+			s, err := New(Options{Store: st, CacheSize: size, Log: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if size == 1 { // fill the cache with another key
+				other, _ := s.Mint(ctx, alice, 0)
+				if _, err := s.Verify(ctx, other.Key); err != nil {
+					t.Fatal(err)
+				}
+			}
+			m, _ := s.Mint(ctx, alice, 0)
+			h := sha256.Sum256([]byte(m.Key))
+			st.afterLookup = func() { // revoked elsewhere; a second request here sees it
+				st.RevokeKey(ctx, h, time.Now())
+				if _, err := s.Verify(ctx, m.Key); !errors.Is(err, ErrRevoked) {
+					t.Errorf("Verify() after the revocation = %v, want ErrRevoked", err)
+				}
+			}
+			if _, err := s.Verify(ctx, m.Key); err != nil {
+				t.Fatalf("Verify() racing the revocation = %v, want the success it read", err)
+			}
+			lookups := st.lookups
+			for range 3 {
+				if _, err := s.Verify(ctx, m.Key); !errors.Is(err, ErrRevoked) {
+					t.Fatalf("Verify() after a refusal = %v, want ErrRevoked (the racing read must not be cached)", err)
+				}
+			}
+			if size == 0 && st.lookups != lookups {
+				t.Errorf("refusals after the first read the store %d times, want 0 (the tombstone answers)", st.lookups-lookups)
+			}
+		})
 	}
 }

@@ -5,13 +5,23 @@ import (
 	"time"
 )
 
-// cache holds successful verifications for a short time. Entries expire at
-// the earlier of the cache TTL and the key's own expiry.
+// cache holds successful verifications, and revocations the store
+// reported, for a short time. Entries expire at the earlier of the cache
+// TTL and the key's own expiry.
 //
 // A verification that read the store before a revocation and stores its
 // result after the revocation's eviction would cache a revoked key. So
 // every eviction bumps gen, get reports gen on a miss, and put stores
 // nothing if any eviction happened since that get.
+//
+// A verification that read the store before a revocation and stores its
+// result after another verification on this replica saw the revocation
+// (with no eviction between them: the notification was lost with the
+// listener's connection, and the reconnect's EvictAll has not run yet)
+// would cache it too. So a revocation seen in the store is kept as a
+// tombstone, which put never replaces: once this replica has refused a
+// key, it refuses it until the tombstone expires, and from then on the
+// store refuses it (revocation is final).
 type cache struct {
 	ttl  time.Duration
 	size int
@@ -23,51 +33,72 @@ type cache struct {
 }
 
 type cacheEntry struct {
-	rec   Record
-	until time.Time
+	rec     Record
+	until   time.Time
+	revoked bool // a tombstone: the store reported the key revoked
 }
 
 func newCache(ttl time.Duration, size int) *cache {
 	return &cache{ttl: ttl, size: size, entries: make(map[[32]byte]cacheEntry)}
 }
 
-// get returns the cached record of hash, or on a miss the generation to
+// get returns the cached entry of hash, or on a miss the generation to
 // pass to put.
-func (c *cache) get(hash [32]byte, now time.Time) (Record, uint64, bool) {
+func (c *cache) get(hash [32]byte, now time.Time) (cacheEntry, uint64, bool) {
 	c.mu.RLock()
 	e, ok := c.entries[hash]
 	gen := c.gen
 	c.mu.RUnlock()
 	if !ok || !now.Before(e.until) {
-		return Record{}, gen, false
+		return cacheEntry{}, gen, false
 	}
-	return e.rec, gen, true
+	return e, gen, true
 }
 
-// put caches r unless an eviction happened after the get that returned
-// gen.
+// put caches r, a live key, unless an eviction happened after the get
+// that returned gen or the key has a tombstone.
 func (c *cache) put(r Record, now time.Time, gen uint64) {
-	until := now.Add(c.ttl)
-	if r.ExpiresAt.Before(until) {
-		until = r.ExpiresAt
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.gen != gen {
+	if c.gen != gen || c.entries[r.Hash].revoked {
 		return
 	}
+	c.store(cacheEntry{rec: r}, now)
+}
+
+// putRevoked keeps a tombstone for r, a key the store reported revoked.
+// When the cache is full it evicts the key instead, which still stops
+// every put of a verification begun before.
+func (c *cache) putRevoked(r Record, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.store(cacheEntry{rec: r, revoked: true}, now) {
+		delete(c.entries, r.Hash)
+		c.gen++
+	}
+}
+
+// store sets e's expiry and stores it under e.rec.Hash, first sweeping
+// expired entries if a TTL has passed since the last sweep; it reports
+// false if the cache is full. c.mu must be held.
+func (c *cache) store(e cacheEntry, now time.Time) bool {
+	e.until = now.Add(c.ttl)
+	if e.rec.ExpiresAt.Before(e.until) {
+		e.until = e.rec.ExpiresAt
+	}
 	if now.After(c.sweepAt) {
-		for h, e := range c.entries {
-			if !now.Before(e.until) {
+		for h, old := range c.entries {
+			if !now.Before(old.until) {
 				delete(c.entries, h)
 			}
 		}
 		c.sweepAt = now.Add(c.ttl)
 	}
-	if len(c.entries) >= c.size {
-		return
+	if _, ok := c.entries[e.rec.Hash]; !ok && len(c.entries) >= c.size {
+		return false
 	}
-	c.entries[r.Hash] = cacheEntry{rec: r, until: until}
+	c.entries[e.rec.Hash] = e
+	return true
 }
 
 func (c *cache) evict(hash [32]byte) {
