@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentcustody/custody/internal/memory"
@@ -34,6 +35,10 @@ type DB struct {
 	pool *pgxpool.Pool
 	// newID makes a new memory's ID: memory.NewID (tests replace it).
 	newID func(time.Time) (int64, error)
+	// explicitRemember is set once a remember found that the server's
+	// transactions do not default to read committed: from then on every
+	// remember opens its transaction with BEGIN (see RememberMemory).
+	explicitRemember atomic.Bool
 }
 
 // Open connects to the database at url, a PostgreSQL connection URL or
