@@ -267,7 +267,10 @@ func (s *Service) Verify(ctx context.Context, key string) (Record, error) {
 	}
 	if !r.RevokedAt.IsZero() {
 		if s.cache != nil {
-			s.cache.putRevoked(r, now) // no earlier lookup may cache it now
+			// No earlier lookup may cache it now. The tombstone lives from
+			// this read, not from now: it outlives every entry a read before it
+			// can make (now may be long before the read).
+			s.cache.putRevoked(r, s.now())
 		}
 		return Record{}, ErrRevoked
 	}
