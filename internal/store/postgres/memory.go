@@ -164,7 +164,7 @@ func memoryInsertArgs(ns memory.Namespace, m memory.Memory, id int64) ([]any, er
 	if err != nil {
 		return nil, fmt.Errorf("encode tags: %w", err)
 	}
-	return []any{id, ns.Tenant, ns.Agent, m.Kind, []byte(m.Key), []byte(m.Text), tagsJSON,
+	return []any{id, ns.Tenant, ns.Agent, m.Kind, []byte(m.Key), []byte(m.Text), string(tagsJSON),
 		memory.ContentHash(m.Kind, m.Key, m.Text), m.Session, millisUTC(m.CreatedAt), memoryTerms(m)}, nil
 }
 
