@@ -228,3 +228,39 @@ func TestAttackRememberFallbackRace(t *testing.T) {
 	rememberAttackNoOpenTx(t, db)
 	rememberAttackInvariants(t, db)
 }
+
+// TestAttackRememberSimpleProtocolQuoting: under simple_protocol a
+// remember is one query string with its arguments quoted in by pgx:
+// hostile namespaces, keys and texts (quotes, backslashes, comments,
+// semicolons, placeholders) are stored byte for byte, under the implicit
+// transaction and the explicit fallback, and nothing else runs.
+func TestAttackRememberSimpleProtocolQuoting(t *testing.T) {
+	for _, level := range []string{"read committed", "serializable"} {
+		t.Run(strings.ReplaceAll(level, " ", "_"), func(t *testing.T) {
+			t.Parallel()
+			db := openRememberMode(t, "simple_protocol", level, 1)
+			ctx := context.Background()
+			hostile := []string{`'); DROP TABLE memories; --`, `\'; SELECT pg_sleep(10); --`, "--\n; ROLLBACK; COMMIT;", `$1 $2 -$3 E'\x00'`, `/* ;`, "x\\"}
+			for i, s := range hostile {
+				ns := memory.Namespace{Tenant: "t'" + s, Agent: s}
+				m := rememberAttackMem("fact", s, s+fmt.Sprint(i))
+				m.Tags = []string{s}
+				r, err := db.RememberMemory(ctx, ns, m)
+				if err != nil {
+					t.Fatalf("remember %q: %v", s, err)
+				}
+				got, err := db.RecallMemories(ctx, ns, memory.Query{Limit: 10})
+				if err != nil {
+					t.Fatalf("recall %q: %v", s, err)
+				}
+				if len(got) != 1 || got[0].ID != r.ID || got[0].Text != m.Text || got[0].Key != s || len(got[0].Tags) != 1 || got[0].Tags[0] != s {
+					t.Errorf("remember %q: recalled %+v", s, got)
+				}
+			}
+			if n := rememberAttackCount(t, db, `true`); n != len(hostile) {
+				t.Errorf("%d memories stored, want %d", n, len(hostile))
+			}
+			rememberAttackNoOpenTx(t, db)
+		})
+	}
+}
