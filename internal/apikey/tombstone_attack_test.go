@@ -102,3 +102,44 @@ func TestAttackTombstoneOutlivesRacingRead(t *testing.T) {
 		t.Fatalf("Verify() of a key this replica refused = %v, want ErrRevoked (the racing read was cached after the tombstone's sweep)", err)
 	}
 }
+
+// TestAttackTombstonesBounded: a holder of many revoked keys fills the
+// cache with tombstones no further than CacheSize; a refusal with the
+// cache full keeps nothing (and every revoked key is still refused), a
+// tombstone never refuses another key, and a live key is still accepted
+// (read from the store while the cache is full, as with a cache full of
+// live keys before tombstones).
+func TestAttackTombstonesBounded(t *testing.T) {
+	st := &hookStore{memStore: newMemStore()}
+	const size = 4
+	s, err := New(Options{Store: st, CacheSize: size, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var revoked []string
+	for range 3 * size {
+		m, _ := s.Mint(ctx, alice, 0)
+		st.memStore.RevokeKey(ctx, sha256.Sum256([]byte(m.Key)), time.Now()) // elsewhere
+		revoked = append(revoked, m.Key)
+	}
+	live, _ := s.Mint(ctx, alice, 0)
+	for range 2 {
+		for _, k := range revoked {
+			if _, err := s.Verify(ctx, k); !errors.Is(err, ErrRevoked) {
+				t.Fatalf("Verify(revoked) = %v, want ErrRevoked", err)
+			}
+		}
+	}
+	s.cache.mu.RLock()
+	n := len(s.cache.entries)
+	s.cache.mu.RUnlock()
+	if n > size {
+		t.Errorf("%d cache entries, want at most CacheSize %d", n, size)
+	}
+	for range 3 {
+		if r, err := s.Verify(ctx, live.Key); err != nil || r.Hash != sha256.Sum256([]byte(live.Key)) {
+			t.Fatalf("Verify(live) with the cache full of tombstones = %+v, %v", r, err)
+		}
+	}
+}
