@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"math/rand"
 	"net/url"
 	"strings"
 	"sync"
@@ -13,10 +15,13 @@ import (
 	"github.com/agentcustody/custody/internal/store/storetest"
 )
 
-// openDefaultIsolation opens a schema whose connections' transactions
-// default to level (default_transaction_isolation, given as a startup
-// option in the URL).
-func openDefaultIsolation(tb testing.TB, level string) *DB {
+// openRememberMode opens a schema of its own whose pool uses pgx exec
+// mode (pgx's default if "") and at most maxConns connections (the
+// default if 0), and whose transactions default to level
+// (default_transaction_isolation, given as a startup option in the URL,
+// checked), with an application_name of its own (for
+// rememberAttackNoOpenTx).
+func openRememberMode(tb testing.TB, mode, level string, maxConns int) *DB {
 	tb.Helper()
 	u, err := url.Parse(pgtest.Schema(tb))
 	if err != nil {
@@ -24,6 +29,13 @@ func openDefaultIsolation(tb testing.TB, level string) *DB {
 	}
 	q := u.Query()
 	q.Set("options", "-c default_transaction_isolation="+strings.ReplaceAll(level, " ", `\ `))
+	q.Set("application_name", fmt.Sprintf("remember_attack_%d", rand.Int63()))
+	if maxConns > 0 {
+		q.Set("pool_max_conns", fmt.Sprint(maxConns))
+	}
+	if mode != "" {
+		q.Set("default_query_exec_mode", mode)
+	}
 	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads no "+" as a space
 	db, err := Open(context.Background(), u.String())
 	if err != nil {
@@ -59,7 +71,7 @@ func TestMemoryStoreSerializableDefault(t *testing.T) {
 		}
 	})
 	storetest.Memory(t, func(tb testing.TB) memory.Store {
-		db := openDefaultIsolation(tb, "serializable")
+		db := openRememberMode(tb, "", "serializable", 0)
 		mu.Lock()
 		dbs = append(dbs, db)
 		mu.Unlock()
@@ -71,7 +83,7 @@ func TestMemoryStoreSerializableDefault(t *testing.T) {
 // read committed, remembers stay in the pipeline's implicit transaction,
 // whatever they do (create, supersede, unchanged).
 func TestRememberImplicitUnderReadCommitted(t *testing.T) {
-	db := openDefaultIsolation(t, "read committed")
+	db := openRememberMode(t, "", "read committed", 0)
 	ctx := context.Background()
 	for i, m := range []memory.Memory{
 		{Kind: "pref", Key: "color", Text: "blue"},

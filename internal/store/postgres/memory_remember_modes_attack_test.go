@@ -8,43 +8,15 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"math/rand"
-	"net/url"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentcustody/custody/internal/memory"
-	"github.com/agentcustody/custody/internal/store/postgres/pgtest"
 )
 
 var rememberExecModes = []string{"", "simple_protocol", "exec", "cache_describe", "describe_exec", "cache_statement"}
-
-// openRememberMode opens a schema of its own whose pool uses exec mode
-// (pgx's default if "") and whose transactions default to level, with an
-// application_name of its own (for rememberAttackNoOpenTx).
-func openRememberMode(t *testing.T, mode, level string, maxConns int) *DB {
-	t.Helper()
-	u, err := url.Parse(pgtest.Schema(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("options", "-c default_transaction_isolation="+strings.ReplaceAll(level, " ", `\ `))
-	q.Set("application_name", fmt.Sprintf("remember_attack_%d", rand.Int63()))
-	q.Set("pool_max_conns", fmt.Sprint(maxConns))
-	if mode != "" {
-		q.Set("default_query_exec_mode", mode)
-	}
-	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20") // pgx reads no "+" as a space
-	db, err := Open(context.Background(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
-}
 
 // TestAttackRememberModesAtomic: under every exec mode, with transactions
 // defaulting to read committed (implicit transaction), repeatable read
