@@ -19,9 +19,9 @@
 // Verification is cached per replica for [Options.CacheTTL] (default 30 s),
 // and so is a revocation read from the store (the key is then refused
 // without reading it again); a revocation through this package evicts the
-// entry at once on this replica. Other replicas see it when their cache entry expires, or at once
-// where the store broadcasts revocations (see [Service.Evict] and
-// [Service.EvictAll]).
+// entry at once on this replica. Other replicas see it when their cache
+// entry expires, or at once where the store broadcasts revocations (see
+// [Service.Evict] and [Service.EvictAll]).
 package apikey
 
 import (
@@ -267,9 +267,9 @@ func (s *Service) Verify(ctx context.Context, key string) (Record, error) {
 	}
 	if !r.RevokedAt.IsZero() {
 		if s.cache != nil {
-			// No earlier lookup may cache it now. The tombstone lives from
-			// this read, not from now: it outlives every entry a read before it
-			// can make (now may be long before the read).
+			// No earlier lookup may cache it now. The tombstone lives
+			// from this read, not from now: it outlives every entry a
+			// read before it can make (now may be long before the read).
 			s.cache.putRevoked(r, s.now())
 		}
 		return Record{}, ErrRevoked
