@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"github.com/agentcustody/custody/internal/ratelimit"
 	"log/slog"
 	"net/http"
@@ -479,22 +478,27 @@ func BenchmarkSHA256Key(b *testing.B) {
 // revoked elsewhere, with no eviction since (the notification was lost),
 // must not cache it once another verification on this replica has seen
 // the revocation: a replica that has refused a key never accepts it
-// again. With the cache full, the refusal cannot keep a tombstone and
-// evicts instead.
+// again. With the cache full of live keys, the tombstone takes one's
+// place; full of tombstones, the refusal evicts instead.
 func TestRefusalDuringLookup(t *testing.T) {
-	for _, size := range []int{0, 1} {
-		t.Run(fmt.Sprintf("CacheSize=%d", size), func(t *testing.T) {
+	for _, fill := range []string{"", "live", "tombstone"} {
+		t.Run("full="+fill, func(t *testing.T) {
 			st := &racyStore{memStore: newMemStore()}
+			size := 0 // the default
+			if fill != "" {
+				size = 1
+			}
 			s, err := New(Options{Store: st, CacheSize: size, Log: slog.New(slog.DiscardHandler)})
 			if err != nil {
 				t.Fatal(err)
 			}
 			ctx := context.Background()
-			if size == 1 { // fill the cache with another key
-				other, _ := s.Mint(ctx, alice, 0)
-				if _, err := s.Verify(ctx, other.Key); err != nil {
-					t.Fatal(err)
-				}
+			other, _ := s.Mint(ctx, alice, 0)
+			if fill == "tombstone" {
+				st.RevokeKey(ctx, sha256.Sum256([]byte(other.Key)), time.Now())
+			}
+			if _, err := s.Verify(ctx, other.Key); (err != nil) != (fill == "tombstone") {
+				t.Fatalf("Verify(other) = %v", err)
 			}
 			m, _ := s.Mint(ctx, alice, 0)
 			h := sha256.Sum256([]byte(m.Key))
@@ -513,8 +517,13 @@ func TestRefusalDuringLookup(t *testing.T) {
 					t.Fatalf("Verify() after a refusal = %v, want ErrRevoked (the racing read must not be cached)", err)
 				}
 			}
-			if size == 0 && st.lookups != lookups {
+			if fill != "tombstone" && st.lookups != lookups {
 				t.Errorf("refusals after the first read the store %d times, want 0 (the tombstone answers)", st.lookups-lookups)
+			}
+			if fill == "live" { // the live key it displaced is read again
+				if _, err := s.Verify(ctx, other.Key); err != nil {
+					t.Errorf("Verify(other) after its entry made room for a tombstone = %v", err)
+				}
 			}
 		})
 	}

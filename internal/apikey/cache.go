@@ -67,15 +67,26 @@ func (c *cache) put(r Record, now time.Time, gen uint64) {
 }
 
 // putRevoked keeps a tombstone for r, a key the store reported revoked.
-// When the cache is full it evicts the key instead, which still stops
-// every put of a verification begun before.
+// When the cache is full it drops a live entry (any one; it costs that
+// key a store read) to make room. When every entry is a tombstone it
+// evicts the key instead, which still stops every put of a verification
+// begun before, but also those of every other key.
 func (c *cache) putRevoked(r Record, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.store(cacheEntry{rec: r, revoked: true}, now) {
-		delete(c.entries, r.Hash)
-		c.gen++
+	e := cacheEntry{rec: r, revoked: true}
+	if c.store(e, now) {
+		return
 	}
+	for h, old := range c.entries {
+		if !old.revoked {
+			delete(c.entries, h)
+			c.store(e, now)
+			return
+		}
+	}
+	delete(c.entries, r.Hash)
+	c.gen++
 }
 
 // store sets e's expiry and stores it under e.rec.Hash, first sweeping
