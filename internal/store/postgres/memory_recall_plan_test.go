@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/agentcustody/custody/internal/memory"
-	"github.com/agentcustody/custody/internal/store/postgres/pgtest"
 )
 
 // TestRecallSearchPlannedPerCall: a keyword recall is never a named
@@ -17,11 +16,10 @@ import (
 // that the check sees the connection's prepared statements.
 func TestRecallSearchPlannedPerCall(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, pgtest.Schema(t)+"&pool_max_conns=1") // one connection: the statements below are its
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	// One connection, so the statements below are its; pgx's default mode
+	// (cache_statement), whatever the server URL says, so recalls without
+	// text are named statements.
+	db := openMode(t, "cache_statement", "read committed", 1)
 	for _, text := range []string{"the user prefers dark mode", "deploys run on kubernetes", "the cafe opens at nine"} {
 		if _, err := db.RememberMemory(ctx, nsA, memory.Memory{Kind: "fact", Text: text, Session: "pod-a", CreatedAt: time.Now()}); err != nil {
 			t.Fatal(err)

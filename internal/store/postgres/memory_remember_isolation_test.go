@@ -15,13 +15,13 @@ import (
 	"github.com/agentcustody/custody/internal/store/storetest"
 )
 
-// openRememberMode opens a schema of its own whose pool uses pgx exec
-// mode (pgx's default if "") and at most maxConns connections (the
-// default if 0), and whose transactions default to level
+// openMode opens a schema of its own whose pool uses pgx exec mode
+// (pgx's default if "") and at most maxConns connections (the default if
+// 0), and whose transactions default to level
 // (default_transaction_isolation, given as a startup option in the URL,
 // checked), with an application_name of its own (for
 // rememberAttackNoOpenTx).
-func openRememberMode(tb testing.TB, mode, level string, maxConns int) *DB {
+func openMode(tb testing.TB, mode, level string, maxConns int) *DB {
 	tb.Helper()
 	u, err := url.Parse(pgtest.Schema(tb))
 	if err != nil {
@@ -71,7 +71,7 @@ func TestMemoryStoreSerializableDefault(t *testing.T) {
 		}
 	})
 	storetest.Memory(t, func(tb testing.TB) memory.Store {
-		db := openRememberMode(tb, "", "serializable", 0)
+		db := openMode(tb, "", "serializable", 0)
 		mu.Lock()
 		dbs = append(dbs, db)
 		mu.Unlock()
@@ -83,7 +83,7 @@ func TestMemoryStoreSerializableDefault(t *testing.T) {
 // read committed, remembers stay in the pipeline's implicit transaction,
 // whatever they do (create, supersede, unchanged).
 func TestRememberImplicitUnderReadCommitted(t *testing.T) {
-	db := openRememberMode(t, "", "read committed", 0)
+	db := openMode(t, "", "read committed", 0)
 	ctx := context.Background()
 	for i, m := range []memory.Memory{
 		{Kind: "pref", Key: "color", Text: "blue"},

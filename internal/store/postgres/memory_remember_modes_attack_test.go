@@ -1,8 +1,8 @@
 package postgres
 
 // Attacks on the implicit-transaction remember under every pgx query exec
-// mode (a simple-protocol batch is one multi-statement query string; the
-// others are extended-protocol pipelines ended by one Sync) and under
+// mode Open accepts (extended-protocol pipelines ended by one Sync; Open
+// refuses simple_protocol, see TestOpenRefusesSimpleProtocol) and under
 // server defaults that are not read committed (the explicit fallback).
 
 import (
@@ -16,7 +16,7 @@ import (
 	"github.com/agentcustody/custody/internal/memory"
 )
 
-var rememberExecModes = []string{"", "simple_protocol", "exec", "cache_describe", "describe_exec", "cache_statement"}
+var rememberExecModes = []string{"", "exec", "cache_describe", "describe_exec", "cache_statement"}
 
 // TestAttackRememberModesAtomic: under every exec mode, with transactions
 // defaulting to read committed (implicit transaction), repeatable read
@@ -37,7 +37,7 @@ func TestAttackRememberModesAtomic(t *testing.T) {
 			}
 			t.Run(strings.ReplaceAll(level, " ", "_")+"/"+name, func(t *testing.T) {
 				t.Parallel()
-				db := openRememberMode(t, mode, level, 2)
+				db := openMode(t, mode, level, 2)
 				ctx := context.Background()
 				ns := memory.Namespace{Tenant: "t-modes", Agent: strings.ReplaceAll(level, " ", "_") + "/" + name}
 				old, err := db.RememberMemory(ctx, ns, rememberAttackMem("pref", "color", "blue"))
@@ -106,7 +106,7 @@ func TestAttackRememberKilledMidPipeline(t *testing.T) {
 	for _, level := range []string{"read committed", "serializable"} {
 		t.Run(strings.ReplaceAll(level, " ", "_"), func(t *testing.T) {
 			t.Parallel()
-			db := openRememberMode(t, "", level, 2)
+			db := openMode(t, "", level, 2)
 			ctx := context.Background()
 			ns := memory.Namespace{Tenant: "t-kill", Agent: strings.ReplaceAll(level, " ", "_")}
 			old, err := db.RememberMemory(ctx, ns, rememberAttackMem("pref", "color", "blue"))
@@ -162,7 +162,7 @@ func TestAttackRememberKilledMidPipeline(t *testing.T) {
 // transactions (each may see 25001 and retry): every one succeeds once,
 // one key ends with one active memory, and the DB has switched.
 func TestAttackRememberFallbackRace(t *testing.T) {
-	db := openRememberMode(t, "", "serializable", 8)
+	db := openMode(t, "", "serializable", 8)
 	ctx := context.Background()
 	ns := memory.Namespace{Tenant: "t-race", Agent: "a"}
 	const n = 24
@@ -199,40 +199,4 @@ func TestAttackRememberFallbackRace(t *testing.T) {
 	timeoutAttackSettings(t, db)
 	rememberAttackNoOpenTx(t, db)
 	rememberAttackInvariants(t, db)
-}
-
-// TestAttackRememberSimpleProtocolQuoting: under simple_protocol a
-// remember is one query string with its arguments quoted in by pgx:
-// hostile namespaces, keys and texts (quotes, backslashes, comments,
-// semicolons, placeholders) are stored byte for byte, under the implicit
-// transaction and the explicit fallback, and nothing else runs.
-func TestAttackRememberSimpleProtocolQuoting(t *testing.T) {
-	for _, level := range []string{"read committed", "serializable"} {
-		t.Run(strings.ReplaceAll(level, " ", "_"), func(t *testing.T) {
-			t.Parallel()
-			db := openRememberMode(t, "simple_protocol", level, 1)
-			ctx := context.Background()
-			hostile := []string{`'); DROP TABLE memories; --`, `\'; SELECT pg_sleep(10); --`, "--\n; ROLLBACK; COMMIT;", `$1 $2 -$3 E'\x00'`, `/* ;`, "x\\"}
-			for i, s := range hostile {
-				ns := memory.Namespace{Tenant: "t'" + s, Agent: s}
-				m := rememberAttackMem("fact", s, s+fmt.Sprint(i))
-				m.Tags = []string{s}
-				r, err := db.RememberMemory(ctx, ns, m)
-				if err != nil {
-					t.Fatalf("remember %q: %v", s, err)
-				}
-				got, err := db.RecallMemories(ctx, ns, memory.Query{Limit: 10})
-				if err != nil {
-					t.Fatalf("recall %q: %v", s, err)
-				}
-				if len(got) != 1 || got[0].ID != r.ID || got[0].Text != m.Text || got[0].Key != s || len(got[0].Tags) != 1 || got[0].Tags[0] != s {
-					t.Errorf("remember %q: recalled %+v", s, got)
-				}
-			}
-			if n := rememberAttackCount(t, db, `true`); n != len(hostile) {
-				t.Errorf("%d memories stored, want %d", n, len(hostile))
-			}
-			rememberAttackNoOpenTx(t, db)
-		})
-	}
 }

@@ -86,10 +86,13 @@ func (d *DB) GetWorkingState(ctx context.Context, ns memory.Namespace, name stri
 // AcquireStateLease implements memory.Store. Under the namespace's lock
 // it reads the slot, decides, and writes the lease in one transaction.
 func (d *DB) AcquireStateLease(ctx context.Context, ns memory.Namespace, name string, req memory.LeaseRequest) (memory.Grant, error) {
-	identity, err := json.Marshal(req.Holder)
+	identityJSON, err := json.Marshal(req.Holder)
 	if err != nil {
 		return memory.Grant{}, fmt.Errorf("postgres: encode lease holder: %w", err)
 	}
+	// Sent as text, as tags are (memoryInsertArgs): under the exec mode a
+	// []byte would go over as bytea text, which json refuses.
+	identity := string(identityJSON)
 	now, expires := millisUTC(req.Now), millisUTC(req.Now.Add(req.TTL))
 	key := memory.HolderKey(req.Holder)
 	var g memory.Grant

@@ -41,14 +41,23 @@ type DB struct {
 	explicitRemember atomic.Bool
 }
 
+// errSimpleProtocol refuses default_query_exec_mode=simple_protocol. That
+// mode sends a batch as one simple query: its implicit transaction
+// commits after the timeouts a remember sets have stopped applying (so a
+// slow commit outlives the deadline), and every argument goes over as an
+// untyped literal (so a bigint compared with 0 is read as an integer).
+// Every other mode passes the conformance suites.
+var errSimpleProtocol = errors.New("postgres: default_query_exec_mode=simple_protocol is not supported (its batches commit outside the timeouts custody sets); use the default, cache_describe, describe_exec or exec")
+
 // Open connects to the database at url, a PostgreSQL connection URL or
 // key=value string as libpq reads it (e.g.
 // "postgres://custody@db:5432/custody?sslmode=verify-full"), and brings
 // its schema up to date. Tables are created in the connection's
 // search_path schema (set search_path in the URL to use another).
 // The pool holds at most 16 connections unless pool_max_conns says
-// otherwise. The URL, which may carry a password, is never included in
-// an error.
+// otherwise. default_query_exec_mode may be any of pgx's modes but
+// simple_protocol (errSimpleProtocol). The URL, which may carry a
+// password, is never included in an error.
 func Open(ctx context.Context, url string) (*DB, error) {
 	if url == "" {
 		return nil, errors.New("postgres: database URL is required")
@@ -60,6 +69,9 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	if err != nil {
 		// pgx's parse errors can quote the URL, password included.
 		return nil, errors.New("postgres: database URL is not a valid PostgreSQL connection string")
+	}
+	if cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
+		return nil, errSimpleProtocol
 	}
 	if cfg.MaxConns < 16 && !strings.Contains(url, "pool_max_conns") { // the URL did not set it
 		cfg.MaxConns = 16
