@@ -79,6 +79,17 @@ func ReportLatency(b *testing.B, lat, floor []time.Duration) {
 	b.ReportMetric(p99/f99, "p99-x-floor")
 }
 
+// ReportP50Ratio reports the p50 of num over the p50 of den as metric
+// unit, for two series measured in the same run (interleaved). It sorts
+// the slices it is given; it reports nothing if either is empty.
+func ReportP50Ratio(b *testing.B, num, den []time.Duration, unit string) {
+	b.Helper()
+	if len(num) == 0 || len(den) == 0 {
+		return
+	}
+	b.ReportMetric(percentile(num, 0.50)/percentile(den, 0.50), unit)
+}
+
 // percentile sorts ds and returns its p-quantile (0 to 1) in milliseconds.
 func percentile(ds []time.Duration, p float64) float64 {
 	slices.Sort(ds)

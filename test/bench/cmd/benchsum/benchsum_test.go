@@ -273,8 +273,8 @@ func TestRun(t *testing.T) {
 }
 
 func TestChecks(t *testing.T) {
-	if got, want := len(checks), 16+4; got != want {
-		t.Errorf("len(checks) = %d, want %d (16 targets; PostgreSQL's decide and gw-allocs/req only reported)", got, want)
+	if got, want := len(checks), 16+8; got != want {
+		t.Errorf("len(checks) = %d, want %d (16 targets; PostgreSQL's decide, gw-allocs/req and SQLite's remember transaction floor only reported)", got, want)
 	}
 	for _, c := range checks {
 		if c.op < report || c.op > below {

@@ -115,6 +115,17 @@ var checks = func() []check {
 			check{"memory", "recall 100k, " + s.label, s.pkg, "BenchmarkRecall/memories=100k", "max-query-p99-ms", below, 50},
 		)
 	}
+	// Where SQLite's smallest remember-shaped transaction (one row and its
+	// FTS5 entry) sits against the fsync floor, and the remember against
+	// it: above 2x, the remember target is out of reach of any remember
+	// in one SQLite transaction on this disk.
+	for _, n := range []string{"10k", "100k"} {
+		name := "BenchmarkRemember/memories=" + n
+		cs = append(cs,
+			check{"memory", "remember " + n + ", SQLite: one-row FTS5 transaction", "internal/store/sqlite", name, "txn-floor-x-floor", report, 0},
+			check{"memory", "remember " + n + ", SQLite: remember against it", "internal/store/sqlite", name, "p50-x-txn-floor", report, 0},
+		)
+	}
 	return append(cs,
 		check{"gateway", "CPU per request", "internal/gateway", "BenchmarkCPUPerRequest", "cpu-ratio", atMost, 1.1},
 		check{"gateway", "added latency", "internal/gateway", "BenchmarkAddedLatency", "p99-x-floor", atMost, 1.2},
