@@ -71,7 +71,10 @@ func Open(ctx context.Context, dir string) (*DB, error) {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	// The path is escaped into the URI: unescaped, a '#' in it would end
+	// the file name and a '?' begin the parameters, and the database would
+	// be another file, outside dir.
+	db, err := sql.Open("sqlite", "file:"+(&url.URL{Path: path}).EscapedPath()+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
