@@ -66,28 +66,45 @@ func (c *cache) put(r Record, now time.Time, gen uint64) {
 	c.store(cacheEntry{rec: r}, now)
 }
 
-// putRevoked keeps a tombstone for r, a key the store reported revoked.
-// When the cache is full it drops a live entry (any one; it costs that
-// key a store read) to make room. When every entry is a tombstone it
-// evicts the key instead, which still stops every put of a verification
-// begun before, but also those of every other key.
+// putRevoked keeps a tombstone for r, a key the store reported revoked
+// at now. A key already past its expiry gets none: no entry of it can be
+// served, live or not (an entry never outlives the key's expiry). When
+// the cache is full it drops a live entry (the first of at most
+// revokedScan it looks at, in map order; it costs that key a store read)
+// to make room. When it finds none it evicts the key instead, which still
+// stops every put of a verification begun before, but also those of
+// every other key.
 func (c *cache) putRevoked(r Record, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !now.Before(r.ExpiresAt) {
+		delete(c.entries, r.Hash)
+		return
+	}
 	e := cacheEntry{rec: r, revoked: true}
 	if c.store(e, now) {
 		return
 	}
+	seen := 0
 	for h, old := range c.entries {
 		if !old.revoked {
 			delete(c.entries, h)
 			c.store(e, now)
 			return
 		}
+		if seen++; seen == revokedScan {
+			break
+		}
 	}
 	delete(c.entries, r.Hash)
 	c.gen++
 }
+
+// revokedScan bounds how many entries putRevoked looks at for a live one
+// to drop, under the write lock every verification needs: a cache full
+// of tombstones (100,000 by default) must not make each refusal a scan
+// of all of them.
+const revokedScan = 16
 
 // store sets e's expiry and stores it under e.rec.Hash, first sweeping
 // expired entries if a TTL has passed since the last sweep; it reports

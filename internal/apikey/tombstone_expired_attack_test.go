@@ -10,11 +10,11 @@ import (
 
 // TestAttackExpiredRevokedKeyKeepsLiveEntry: a key both revoked and past
 // its expiry (the store keeps it until pruning, a grace after expiry)
-// gets a tombstone that is already dead (its expiry caps it): it answers
-// no later verification and stops no put (no verification caches an
-// expired key). With the cache full, storing it drops a live entry for
-// nothing, so a holder of expired revoked keys empties the cache of live
-// keys, each of which then costs a store read.
+// gets no tombstone: one would be dead already (its expiry caps it),
+// answering no later verification and stopping no put (no entry of an
+// expired key is served). With the cache full, storing one dropped a live
+// entry for nothing, so a holder of expired revoked keys could empty the
+// cache of live keys, each of which then cost a store read.
 func TestAttackExpiredRevokedKeyKeepsLiveEntry(t *testing.T) {
 	s, st, clk := newService(t, Options{CacheSize: 1})
 	ctx := context.Background()
