@@ -12,11 +12,12 @@ import (
 
 // TestAttackOpenAcceptsWhatRecallRefuses: a URL Open accepts must work,
 // or Open must refuse it at start (as it does simple_protocol). A keyword
-// recall is always sent in cache_describe (searchExecMode), which pgx
-// refuses on a connection without a description cache; so a URL with
-// pgx's description_cache_capacity=0 (a documented pgx setting, like
-// default_query_exec_mode) opens, remembers and reads fine, and then
-// every keyword recall fails at run time.
+// recall is sent in cache_describe (searchExecMode), which pgx refuses
+// on a connection without a description cache; with pgx's
+// description_cache_capacity=0 in the URL (a documented pgx setting, like
+// default_query_exec_mode) it is sent in exec instead (DB.searchMode).
+// Before, such a URL opened, remembered and read fine, and then every
+// keyword recall failed at run time.
 func TestAttackOpenAcceptsWhatRecallRefuses(t *testing.T) {
 	for _, mode := range []string{"", "exec", "describe_exec"} {
 		t.Run("mode="+mode, func(t *testing.T) {

@@ -103,18 +103,30 @@ func (d *DB) LookupKey(ctx context.Context, hash [32]byte) (apikey.Record, error
 // [KeyRevocationChannel] when the revocation commits (again if it was
 // already revoked: a replica that missed the first notice evicts then).
 func (d *DB) RevokeKey(ctx context.Context, hash [32]byte, at time.Time) error {
-	// One statement is one transaction: the update and the notification
-	// commit together.
-	tag, err := d.pool.Exec(ctx, `WITH revoked AS (
-			UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE hash = $2 RETURNING hash
-		)
-		SELECT pg_notify($3, encode(hash, 'hex')) FROM revoked`,
-		at.Unix(), hash[:], KeyRevocationChannel)
+	// One statement: the update and the notification commit together. In
+	// d.tx, so read committed whatever the server's default: under
+	// repeatable read or serializable, the second of two concurrent
+	// revocations of one key failed (SQLSTATE 40001) instead of waiting
+	// for the first and finding the key revoked.
+	err := d.tx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `WITH revoked AS (
+				UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE hash = $2 RETURNING hash
+			)
+			SELECT pg_notify($3, encode(hash, 'hex')) FROM revoked`,
+			at.Unix(), hash[:], KeyRevocationChannel)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return apikey.ErrNotFound
+		}
+		return nil
+	})
+	if errors.Is(err, apikey.ErrNotFound) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("postgres: revoke key: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return apikey.ErrNotFound
 	}
 	return nil
 }
@@ -190,11 +202,16 @@ func parseRevocationPayload(p string) ([][32]byte, bool) {
 // DeleteExpiredKeys implements apikey.Store: it deletes every key with
 // expires_at before before (to the second), revoked or not.
 func (d *DB) DeleteExpiredKeys(ctx context.Context, before time.Time) (int64, error) {
-	tag, err := d.pool.Exec(ctx, `DELETE FROM api_keys WHERE expires_at < $1`, before.Unix())
+	var n int64
+	err := d.tx(ctx, func(tx pgx.Tx) error { // read committed: replicas prune at once (see RevokeKey)
+		tag, err := tx.Exec(ctx, `DELETE FROM api_keys WHERE expires_at < $1`, before.Unix())
+		n = tag.RowsAffected()
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("postgres: delete expired keys: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // Timing of [DB.ListenKeyRevocations].

@@ -189,8 +189,8 @@ func insertMemory(ctx context.Context, tx pgx.Tx, ns memory.Namespace, m memory.
 const recallCap = 2000
 
 // recallSQL returns the statement and arguments for q, or "" if q has
-// text but no searchable term. A search's arguments begin with
-// searchExecMode, the pgx query mode to send it in.
+// text but no searchable term. A search's arguments begin with mode, the
+// pgx query mode to send it in (DB.searchMode).
 //
 // A search returns the memories of the namespace whose terms match
 // memoryQuery(q.Text), best first by ts_rank (PostgreSQL has no BM25;
@@ -198,7 +198,7 @@ const recallCap = 2000
 // matches of the namespace (all of them, when there are no more). The
 // ranking carries only (id, created_at, rank); the full rows are read
 // for the limit's worth that it returns.
-func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
+func recallSQL(ns memory.Namespace, q memory.Query, mode pgx.QueryExecMode) (string, []any) {
 	var filter strings.Builder
 	args := []any{ns.Tenant, ns.Agent}
 	filter.WriteString(`tenant = $1 AND agent = $2`)
@@ -222,7 +222,7 @@ func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
 	}
 	args = append(args, tsq)
 	qi := len(args)
-	args = append([]any{searchExecMode}, args...) // planned per call (see searchExecMode)
+	args = append([]any{mode}, args...) // planned per call (see searchExecMode)
 	return fmt.Sprintf(`SELECT %s FROM (
 			SELECT id, created_at, score FROM (
 				SELECT id, created_at, ts_rank(terms, $%d::tsquery) AS score FROM memories
@@ -247,6 +247,11 @@ func recallSQL(ns memory.Namespace, q memory.Query) (string, []any) {
 // execution for the plan made for the values; a small namespace's
 // recall of common words read every match of every namespace, 11-15 ms
 // against 0.5 ms. Planning each search costs about 0.35 ms.
+//
+// pgx refuses cache_describe on a connection without a description
+// cache (description_cache_capacity=0 in the URL); there a search is
+// sent in exec, also as the unnamed statement, its arguments as text
+// (DB.searchMode).
 const searchExecMode = pgx.QueryExecModeCacheDescribe
 
 // RecallMemories implements memory.Store. PostgreSQL has no BM25: a
@@ -257,7 +262,7 @@ const searchExecMode = pgx.QueryExecModeCacheDescribe
 // BM25 on memories of similar length), but unlike BM25 a rare term weighs
 // no more than a common one. Equal ranks come newest first.
 func (d *DB) RecallMemories(ctx context.Context, ns memory.Namespace, q memory.Query) ([]memory.Memory, error) {
-	query, args := recallSQL(ns, q)
+	query, args := recallSQL(ns, q, d.searchMode)
 	if query == "" {
 		return nil, nil
 	}

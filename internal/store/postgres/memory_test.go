@@ -177,7 +177,7 @@ func TestMemoryQueryPlans(t *testing.T) {
 		{memory.Query{Text: "kubernetes postgres", Limit: 10}, "memories_terms"},
 		{memory.Query{Text: "世界", Kind: "fact", Limit: 10}, "memories_terms"},
 	} {
-		sql, args := recallSQL(nsA, tt.q)
+		sql, args := recallSQL(nsA, tt.q, searchExecMode)
 		stmts = append(stmts, stmt{fmt.Sprintf("recall %+v", tt.q), sql, args, tt.want})
 	}
 	for _, s := range stmts {

@@ -35,6 +35,9 @@ type DB struct {
 	pool *pgxpool.Pool
 	// newID makes a new memory's ID: memory.NewID (tests replace it).
 	newID func(time.Time) (int64, error)
+	// searchMode is how a keyword recall is sent: searchExecMode, or
+	// exec when the pool has no description cache.
+	searchMode pgx.QueryExecMode
 	// explicitRemember is set once a remember found that the server's
 	// transactions do not default to read committed: from then on every
 	// remember opens its transaction with BEGIN (see RememberMemory).
@@ -84,7 +87,10 @@ func Open(ctx context.Context, url string) (*DB, error) {
 		pool.Close()
 		return nil, fmt.Errorf("postgres: connect to %s: %w", where(cfg), err)
 	}
-	d := &DB{pool: pool, newID: memory.NewID}
+	d := &DB{pool: pool, newID: memory.NewID, searchMode: searchExecMode}
+	if cfg.ConnConfig.DescriptionCacheCapacity == 0 {
+		d.searchMode = pgx.QueryExecModeExec
+	}
 	if err := d.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err

@@ -548,8 +548,11 @@ func (d *DB) LatestCheckpoint(ctx context.Context) (signer.CheckpointRow, error)
 // PutPolicy implements signer.Store; the first snapshot stored for a hash
 // is kept.
 func (d *DB) PutPolicy(ctx context.Context, hash string, snapshot []byte) error {
-	_, err := d.pool.Exec(ctx,
-		`INSERT INTO signer_policies (hash, snapshot) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING`, hash, signerBytes(snapshot))
+	err := d.tx(ctx, func(tx pgx.Tx) error { // read committed: replicas store one policy at once (see RevokeKey)
+		_, err := tx.Exec(ctx,
+			`INSERT INTO signer_policies (hash, snapshot) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING`, hash, signerBytes(snapshot))
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("postgres: put policy: %w", err)
 	}
