@@ -33,6 +33,7 @@ func TestAttackServeRefusalQuotesURLPassword(t *testing.T) {
 		"mcp upstream with user info":      "--mcp-upstreams=" + up,
 		"witness with user info":           "--witness=" + vkey + "@https://bob:" + secret + "@w1.example/",
 		"provider URL that does not parse": "--gateway-provider=acme=https://bob:" + secret + "@api.example:port/",
+		"git URL with user info":           "--gateway-provider-git-url=github=https://bob:" + secret + "@github.example/",
 	} {
 		t.Run(name, func(t *testing.T) {
 			code, _, stderr := runCLI(t, context.Background(), envMap(nil), "", "serve", "--kubernetes-auth=false",
