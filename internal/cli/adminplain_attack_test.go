@@ -57,4 +57,16 @@ func TestAttackAdminTokenInClearWithCAFile(t *testing.T) {
 			}
 		})
 	}
+	t.Run("exec", func(t *testing.T) {
+		code, _, stderr := runCLI(t, context.Background(), envMap(map[string]string{"CUSTODY_ADMIN_TOKEN": admin}), "",
+			"exec", "--admin", srv.URL, "--ca-file", caFile, "--sandboxd", "127.0.0.1:1", "--provider", "anthropic",
+			"--gateway-url", "https://gw.example:8866", "--", "true")
+		select {
+		case h := <-got:
+			if strings.Contains(h, admin) {
+				t.Fatalf("custody exec with --ca-file sent the admin token in clear to %s (exit %d: %s)", srv.URL, code, strings.TrimSpace(stderr))
+			}
+		default:
+		}
+	})
 }
