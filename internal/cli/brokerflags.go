@@ -53,14 +53,14 @@ func (c *ServeConfig) brokeredProviders(out map[string]gateway.ProviderConfig) e
 	for _, g := range c.GatewayProviderGitURL {
 		name, u, ok := strings.Cut(g, "=")
 		if !ok || name == "" || u == "" {
-			return fmt.Errorf("--gateway-provider-git-url %q: want NAME=URL", g)
+			return fmt.Errorf("--gateway-provider-git-url %s: want NAME=URL", urlForError(g))
 		}
 		pc := out[name]
 		if kindOf(name, pc) != gateway.KindGitHub {
-			return fmt.Errorf("--gateway-provider-git-url %q: %s is not a provider of kind github", g, name)
+			return fmt.Errorf("--gateway-provider-git-url %s=...: %s is not a provider of kind github", name, name)
 		}
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || pu.User != nil || pu.RawQuery != "" {
-			return fmt.Errorf("--gateway-provider-git-url %q: want http(s)://host[/path], no credentials or query", g)
+			return fmt.Errorf("--gateway-provider-git-url %s=%s: want http(s)://host[/path], no credentials or query", name, urlForError(u))
 		}
 		pc.GitURL = u
 		out[name] = pc

@@ -125,8 +125,12 @@ func (c execConfig) validate() error {
 	if _, err := c.brokers(); err != nil {
 		return err
 	}
-	if u, err := url.Parse(c.gatewayURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("exec: --gateway-url %q is not an http(s) URL", c.gatewayURL)
+	// The URL is a prefix that the providers' paths are appended to (the
+	// process's *_BASE_URL): no query or fragment, which would swallow
+	// them, and no user info, which the sandboxed process would get.
+	if u, err := url.Parse(c.gatewayURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+		u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return fmt.Errorf("exec: --gateway-url %s: want http(s)://host[:port][/path] without user info, query or fragment", urlForError(c.gatewayURL))
 	}
 	if _, err := runlease.EnvVars(c.providers, c.gatewayURL, ""); err != nil {
 		return fmt.Errorf("exec: --provider: %w", err)

@@ -461,14 +461,14 @@ func (c *ServeConfig) providers() (map[string]gateway.ProviderConfig, error) {
 	for _, p := range c.GatewayProviders {
 		name, rest, ok := strings.Cut(p, "=")
 		if !ok || name == "" || rest == "" {
-			return nil, fmt.Errorf("--gateway-provider %q: want NAME=URL or NAME=KIND:URL", p)
+			return nil, fmt.Errorf("--gateway-provider %s: want NAME=URL or NAME=KIND:URL", urlForError(p))
 		}
 		var pc gateway.ProviderConfig
 		if kind, u, ok := strings.Cut(rest, ":"); ok && isKind(kind) && (strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "https://")) {
 			pc.Kind, rest = kind, u
 		}
 		if u, err := url.Parse(rest); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("--gateway-provider %q: base URL must be http(s)://host[...]", p)
+			return nil, fmt.Errorf("--gateway-provider %s=%s: base URL must be http(s)://host[...]", name, urlForError(rest))
 		}
 		pc.BaseURL = rest
 		out[name] = pc
@@ -500,4 +500,16 @@ func parseLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
 	}
 	return l, nil
+}
+
+// urlForError is raw as an error may quote it: without its password,
+// query and fragment (they may hold a key), or a placeholder if it does
+// not parse.
+func urlForError(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
+	return u.Redacted()
 }

@@ -27,18 +27,24 @@ type witnessConfig struct {
 // witnesses parses Witnesses ("VKEY@URL").
 func (c *ServeConfig) witnesses() ([]witnessConfig, error) {
 	var out []witnessConfig
-	for _, w := range c.Witnesses {
+	for n, w := range c.Witnesses {
+		// Errors name the witness by position: the value may hold a
+		// password (user info, refused below), and the '@' that splits it
+		// may be the user info's.
 		i := strings.LastIndex(w, "@")
 		if i < 0 {
-			return nil, fmt.Errorf("--witness %q: want VKEY@URL", w)
+			return nil, fmt.Errorf("--witness #%d: want VKEY@URL", n+1)
 		}
 		vkey, raw := w[:i], w[i+1:]
 		name, err := vkeyName(vkey)
 		if err != nil {
-			return nil, fmt.Errorf("--witness %q: bad vkey: %w", w, err)
+			return nil, fmt.Errorf("--witness #%d: bad vkey (want VKEY@URL, the URL without user info): %w", n+1, err)
 		}
-		if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("--witness %q: bad URL", w)
+		// The URL is a prefix that paths are appended to: no query or
+		// fragment, which would swallow them.
+		if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+			return nil, fmt.Errorf("--witness #%d (%s): URL %s: want http(s)://host[/path] without user info, query or fragment", n+1, name, urlForError(raw))
 		}
 		out = append(out, witnessConfig{name: name, vkey: vkey, url: raw})
 	}

@@ -171,8 +171,12 @@ func (c *Config) Validate() error {
 			bad(f+".name", u.Name, "duplicate name")
 		}
 		seen[u.Name] = true
-		if pu, err := url.Parse(u.URL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || pu.User != nil {
-			bad(f+".url", u.URL, "want http(s)://host/path without user info")
+		// No user info, query or fragment: a key belongs in a credential
+		// or header (they never reach a log; net/http's errors quote the
+		// request URL, query included).
+		if pu, err := url.Parse(u.URL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" ||
+			pu.User != nil || pu.RawQuery != "" || pu.ForceQuery || pu.Fragment != "" {
+			bad(f+".url", urlForError(u.URL), "want http(s)://host/path without user info, query or fragment")
 		}
 		if len(u.Tenants) == 0 {
 			errs = append(errs, fmt.Errorf("mcpproxy: %s.tenants: at least one tenant is required", f))
@@ -204,4 +208,16 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// urlForError is raw as an error may quote it: without its password,
+// query and fragment (they may hold a key), or a placeholder if it does
+// not parse.
+func urlForError(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
+	return u.Redacted()
 }
