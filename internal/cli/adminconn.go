@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -39,6 +40,23 @@ func (a *adminConn) resolve(env Env) error {
 	}
 	if (a.certFile == "") != (a.keyFile == "") {
 		return errors.New("--client-cert-file and --client-key-file go together")
+	}
+	// As the client refuses CUSTODY_CA_FILE with an http CUSTODY_URL: a
+	// TLS setting says TLS was meant, and the admin credential must not
+	// go in clear (to a typo, or to the default URL on another port).
+	if u, err := url.Parse(a.url); err != nil || u.Scheme != "https" {
+		var meant string
+		switch {
+		case a.caFile != "":
+			meant = "--ca-file (or $CUSTODY_CA_FILE)"
+		case a.certFile != "":
+			meant = "--client-cert-file"
+		case a.serverName != "":
+			meant = "--tls-server-name"
+		}
+		if meant != "" {
+			return fmt.Errorf("--admin %s is not https, but %s says TLS was meant: the admin credential must not go in clear", urlForError(a.url), meant)
+		}
 	}
 	return nil
 }
