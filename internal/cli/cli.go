@@ -95,7 +95,8 @@ func runWithIO(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 
 // applyEnv sets every flag of fs not given on the command line from the
 // environment variable prefix + FLAG_NAME (dashes to underscores, upper
-// case), e.g. --data-dir from CUSTODY_DATA_DIR.
+// case), e.g. --data-dir from CUSTODY_DATA_DIR. It refuses a variable set
+// but empty for a flag markEnvNonEmpty marked.
 func applyEnv(fs *pflag.FlagSet, prefix string, env Env) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
@@ -104,10 +105,40 @@ func applyEnv(fs *pflag.FlagSet, prefix string, env Env) error {
 		}
 		name := prefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v, ok := env(name); ok {
+			if v == "" && f.Annotations[envNonEmpty] != nil {
+				err = usageError{fmt.Errorf("%s is set but empty: unset it to mean %s, or give a value", name, emptyMeaning(f))}
+				return
+			}
 			if e := fs.Set(f.Name, v); e != nil {
 				err = usageError{fmt.Errorf("%s: %w", name, e)}
 			}
 		}
 	})
 	return err
+}
+
+// envNonEmpty is the flag annotation of markEnvNonEmpty.
+const envNonEmpty = "custody/env-non-empty"
+
+// markEnvNonEmpty marks flags of fs whose empty value weakens what custody
+// checks (a database URL: a private SQLite store instead of the shared
+// one; namespaces or issuers: any). Set but empty in the environment,
+// such a flag is more often a missing Secret value or a templating slip
+// than a choice, so applyEnv refuses it (an empty value given on the
+// command line is taken as written).
+func markEnvNonEmpty(fs *pflag.FlagSet, names ...string) {
+	for _, n := range names {
+		if err := fs.SetAnnotation(n, envNonEmpty, []string{"true"}); err != nil {
+			panic(err) // a name that is not a flag of fs: a programming error
+		}
+	}
+}
+
+// emptyMeaning is what f's empty value means, from its usage text (the
+// part from "empty"), or "the default".
+func emptyMeaning(f *pflag.Flag) string {
+	if i := strings.Index(f.Usage, "empty "); i >= 0 {
+		return "what an empty --" + f.Name + " means (" + strings.TrimRight(f.Usage[i:], ".") + ")"
+	}
+	return "the default"
 }

@@ -67,6 +67,29 @@ func TestEnvOverridesFlags(t *testing.T) {
 	}
 }
 
+// TestEnvSetButEmptyRefused: a variable set but empty is refused (exit 2,
+// naming it) for the settings whose empty value weakens what custody
+// checks, before anything is opened; for others (here the metrics
+// listener, empty: disabled) it is taken as written.
+func TestEnvSetButEmptyRefused(t *testing.T) {
+	for _, v := range []string{"CUSTODY_DATABASE_URL", "CUSTODY_KUBERNETES_NAMESPACES", "CUSTODY_KUBERNETES_ISSUERS"} {
+		code, _, stderr := runCLI(t, context.Background(), envMap(map[string]string{v: ""}), "", "serve", "--data-dir", t.TempDir())
+		if code != 2 || !strings.Contains(stderr, v+" is set but empty") {
+			t.Errorf("%s='': exit %d, %q; want a usage error naming it", v, code, stderr)
+		}
+	}
+	code, _, stderr := runCLI(t, context.Background(), envMap(map[string]string{"CUSTODY_WITNESS_DATABASE_URL": ""}), "", "witness", "serve")
+	if code != 2 || !strings.Contains(stderr, "CUSTODY_WITNESS_DATABASE_URL is set but empty") {
+		t.Errorf("CUSTODY_WITNESS_DATABASE_URL='': exit %d, %q; want a usage error naming it", code, stderr)
+	}
+	// Refused for want of TLS certificates, of the listeners left: the
+	// metrics one is disabled.
+	code, _, stderr = runCLI(t, context.Background(), envMap(map[string]string{"CUSTODY_METRICS_LISTEN": ""}), "", "serve")
+	if code != 2 || strings.Contains(stderr, "CUSTODY_METRICS_LISTEN") || !strings.Contains(stderr, "[api gateway] listeners") {
+		t.Errorf("CUSTODY_METRICS_LISTEN='': exit %d, %q; want it taken as written (metrics listener disabled)", code, stderr)
+	}
+}
+
 func TestServeHelpDocumentsListeners(t *testing.T) {
 	code, out, _ := runCLI(t, context.Background(), envMap(nil), "", "serve", "--help")
 	for _, want := range []string{"--listen", ":8865", "--admin-listen", "127.0.0.1:8867", "--metrics-listen", "--data-dir", "--kubernetes-key-ttl", "15m0s", "--key-cache-ttl", "30s", "--static-tokens-file", "--policy-resolve", "--policy-dir", "--signer-idle", "--witness", "--gateway-listen", "--read-timeout"} {

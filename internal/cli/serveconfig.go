@@ -331,6 +331,7 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&c.ReadTimeout, "read-timeout", c.ReadTimeout, "longest time to read one whole request, body included, on every listener (streamed responses are not limited)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+	markEnvNonEmpty(fs, "database-url", "kubernetes-namespaces", "kubernetes-issuers")
 }
 
 // Validate reports the first invalid setting.

@@ -75,6 +75,7 @@ func (c *WitnessConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", c.TLSCertFile, "PEM serving certificate (leaf first), re-read every 10s; required unless --plaintext")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", c.TLSKeyFile, "PEM private key of --tls-cert-file")
 	fs.BoolVar(&c.Plaintext, "plaintext", c.Plaintext, "serve plain HTTP instead of TLS (behind a TLS-terminating proxy, or on loopback)")
+	markEnvNonEmpty(fs, "database-url")
 }
 
 // Validate checks c and returns the logs to follow.
