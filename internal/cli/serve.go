@@ -31,6 +31,7 @@ import (
 	"github.com/agentcustody/custody/internal/signer"
 	"github.com/agentcustody/custody/internal/staticauth"
 	"github.com/agentcustody/custody/internal/store/postgres"
+	"github.com/agentcustody/custody/internal/store/sqlite"
 )
 
 func newServeCmd(env Env) *cobra.Command {
@@ -92,6 +93,16 @@ func newLogger(cfg ServeConfig, w io.Writer) *slog.Logger {
 func serve(ctx context.Context, cfg ServeConfig, logw io.Writer) error {
 	log := newLogger(cfg, logw)
 	applyGCSettings(log)
+	if cfg.DatabaseURL == "" {
+		// Created here, so that the check below sees it as it will be used.
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("--data-dir: %w", err)
+		}
+	}
+	if err := checkDataDir("--data-dir", cfg.DataDir, sqlite.FileName, sqlite.FileName+"-wal", sqlite.FileName+"-shm",
+		gateway.SigningKeyFile, signerKeyFile); err != nil {
+		return err
+	}
 	db, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err

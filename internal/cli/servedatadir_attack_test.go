@@ -44,43 +44,67 @@ func (c *cancelOnWrite) String() string {
 // TestAttackServeWorldWritableDataDir: `custody keys init` refuses a key
 // directory others can write to (privateDir), because whoever can write
 // it can plant a key that is then used. `custody serve` keeps the same
-// keys — the gateway token key and the signer's log key by default in
-// --data-dir — and the SQLite database there, but checks nothing about
-// the directory: sqlite.Open's MkdirAll(dir, 0700) leaves an existing
-// directory's mode and owner as they are, and keyfile.LoadOrCreateEd25519
-// / the signer read whatever key file is there. README's own example is
+// keys (the gateway token key and the signer's log key by default in
+// --data-dir) and the SQLite database there. README's own example is
 // --data-dir /tmp/custody-data: another local user who creates that
-// directory first (mode 0777) and drops gateway-ed25519.pem in it holds
-// the key every gateway token is verified with. Serve must refuse such a
-// directory, as keys init does.
+// directory first (mode 0777) and drops gateway-ed25519.pem in it would
+// hold the key every gateway token is verified with. Serve refuses a
+// data directory another user owns, and a database or key file in it
+// that another user owns (checkDataDir); it still starts in a directory
+// of its own that is 0777, as a Kubernetes emptyDir is.
 func TestAttackServeWorldWritableDataDir(t *testing.T) {
-	dir := t.TempDir()
-	data := filepath.Join(dir, "custody-data")
-	must(t, os.Mkdir(data, 0o777))
-	must(t, os.Chmod(data, 0o777))
-	// The other user's key, planted before custody first starts.
-	planted, err := keyfile.LoadOrCreateEd25519(filepath.Join(data, gateway.SigningKeyFile))
-	must(t, err)
-
-	token := "local-dev-token-0123456789"
-	sum := sha256.Sum256([]byte(token))
-	must(t, os.WriteFile(filepath.Join(dir, "tokens.yaml"), []byte("tokens:\n  - sha256: "+hex.EncodeToString(sum[:])+
-		"\n    tenant: local\n    agent: dev\n    session: laptop\n"), 0o600))
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	logw := &cancelOnWrite{marker: "listening", cancel: cancel}
-	var out bytes.Buffer
-	code := runWithIO(ctx, []string{"serve", "--kubernetes-auth=false",
-		"--static-tokens-file=" + filepath.Join(dir, "tokens.yaml"), "--listen=" + freeAddr(t), "--metrics-listen=",
-		"--gateway-listen=" + freeAddr(t), "--data-dir=" + data, "--plaintext=all"}, strings.NewReader(""), &out, logw, envMap(nil))
-	stillPlanted, err := keyfile.LoadOrCreateEd25519(filepath.Join(data, gateway.SigningKeyFile))
-	must(t, err)
-	if strings.Contains(logw.String(), "listening") {
-		t.Fatalf("serve started on a world-writable --data-dir (mode 0777) whose gateway key another user planted (the planted key is still the one in use: %v); exit %d, log:\n%s",
-			planted.Equal(stillPlanted), code, logw.String())
-	}
-	if code == 0 {
-		t.Fatalf("serve exit 0 on a world-writable --data-dir")
+	const other = 4242 // another user
+	for _, tc := range []struct {
+		name         string
+		dirOwner     int // -1: this process's user
+		plantedOwner int // -1: none planted
+		wantRefusal  string
+	}{
+		{"dir of another user", other, other, "belongs to another user (uid 4242)"},
+		{"key of another user", -1, other, "gateway-ed25519.pem belongs to another user (uid 4242)"},
+		{"own dir 0777", -1, -1, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if (tc.dirOwner >= 0 || tc.plantedOwner >= 0) && os.Geteuid() != 0 {
+				t.Skip("needs root, to make files another user owns")
+			}
+			dir := t.TempDir()
+			data := filepath.Join(dir, "custody-data")
+			must(t, os.Mkdir(data, 0o777))
+			must(t, os.Chmod(data, 0o777))
+			if tc.plantedOwner >= 0 { // the other user's key, planted before custody first starts
+				path := filepath.Join(data, gateway.SigningKeyFile)
+				_, err := keyfile.LoadOrCreateEd25519(path)
+				must(t, err)
+				must(t, os.Chown(path, tc.plantedOwner, tc.plantedOwner))
+			}
+			if tc.dirOwner >= 0 {
+				must(t, os.Chown(data, tc.dirOwner, tc.dirOwner))
+			}
+			token := "local-dev-token-0123456789"
+			sum := sha256.Sum256([]byte(token))
+			must(t, os.WriteFile(filepath.Join(dir, "tokens.yaml"), []byte("tokens:\n  - sha256: "+hex.EncodeToString(sum[:])+
+				"\n    tenant: local\n    agent: dev\n    session: laptop\n"), 0o600))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			logw := &cancelOnWrite{marker: "listening", cancel: cancel}
+			var out bytes.Buffer
+			code := runWithIO(ctx, []string{"serve", "--kubernetes-auth=false",
+				"--static-tokens-file=" + filepath.Join(dir, "tokens.yaml"), "--listen=" + freeAddr(t), "--metrics-listen=",
+				"--gateway-listen=" + freeAddr(t), "--data-dir=" + data, "--plaintext=all"}, strings.NewReader(""), &out, logw, envMap(nil))
+			started := strings.Contains(logw.String(), "listening")
+			if tc.wantRefusal == "" {
+				if !started {
+					t.Fatalf("serve did not start in a 0777 --data-dir of its own (as an emptyDir is); exit %d, log:\n%s", code, logw.String())
+				}
+				return
+			}
+			if started || code == 0 {
+				t.Fatalf("serve started (exit %d) on a --data-dir with %s; log:\n%s", code, tc.name, logw.String())
+			}
+			if !strings.Contains(logw.String(), tc.wantRefusal) {
+				t.Fatalf("serve's refusal does not say %q:\n%s", tc.wantRefusal, logw.String())
+			}
+		})
 	}
 }

@@ -118,8 +118,11 @@ func (c *WitnessConfig) keyFile() string {
 	if c.KeyFile != "" {
 		return c.KeyFile
 	}
-	return filepath.Join(c.DataDir, "witness-ed25519.pem")
+	return filepath.Join(c.DataDir, witnessKeyFile)
 }
+
+// witnessKeyFile is the witness key's file in --data-dir by default.
+const witnessKeyFile = "witness-ed25519.pem"
 
 // newWitnessCmd is `custody witness`: serve and key.
 func newWitnessCmd(env Env) *cobra.Command {
@@ -170,6 +173,15 @@ Every flag can also be set as CUSTODY_WITNESS_<FLAG>, e.g. CUSTODY_WITNESS_NAME.
 func serveWitness(ctx context.Context, cfg WitnessConfig, logs []witness.LogConfig, logw io.Writer) error {
 	level, _ := parseLevel(cfg.LogLevel)
 	log := slog.New(slog.NewTextHandler(logw, &slog.HandlerOptions{Level: level}))
+	if cfg.DatabaseURL == "" || cfg.KeyFile == "" {
+		// Created here, so that the check below sees it as it will be used.
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			return fmt.Errorf("--data-dir: %w", err)
+		}
+	}
+	if err := checkDataDir("--data-dir", cfg.DataDir, sqlite.FileName, sqlite.FileName+"-wal", sqlite.FileName+"-shm", witnessKeyFile); err != nil {
+		return err
+	}
 	key, err := witness.LoadOrCreateKey(cfg.keyFile())
 	if err != nil {
 		return err
