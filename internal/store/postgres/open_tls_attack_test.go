@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"sync"
@@ -93,5 +94,35 @@ func TestAttackOpenWithoutSSLModeSendsPasswordInClear(t *testing.T) {
 	defer mu.Unlock()
 	if bytes.Contains(got, []byte(password)) {
 		t.Fatalf("Open of a URL without sslmode sent the database password in clear to a server that declined TLS (%q); Open returned %v", got, err)
+	}
+}
+
+// TestOpenRefusesTLSDowngrade: an sslmode that mixes TLS and plaintext
+// attempts (none set, prefer, allow; in the URL, a key=value string or
+// PGSSLMODE) is refused before any connection; each mode that does not
+// (disable, require, verify-ca, verify-full) gets past the check (to a
+// port where nothing listens, so the connection fails).
+func TestOpenRefusesTLSDowngrade(t *testing.T) {
+	ctx := context.Background()
+	for _, dsn := range []string{
+		"postgres://custody:pw@127.0.0.1:1/custody",
+		"postgres://custody:pw@127.0.0.1:1/custody?sslmode=prefer",
+		"postgres://custody:pw@127.0.0.1:1/custody?sslmode=allow",
+		"host=127.0.0.1 port=1 user=custody password=pw dbname=custody",
+		"postgres://custody:pw@127.0.0.1:1,127.0.0.1:2/custody?sslmode=prefer",
+	} {
+		if _, err := Open(ctx, dsn); !errors.Is(err, errTLSDowngrade) {
+			t.Errorf("Open(%s) = %v, want errTLSDowngrade", dsn, err)
+		}
+	}
+	t.Setenv("PGSSLMODE", "prefer")
+	if _, err := Open(ctx, "postgres://custody:pw@127.0.0.1:1/custody"); !errors.Is(err, errTLSDowngrade) {
+		t.Errorf("Open with PGSSLMODE=prefer = %v, want errTLSDowngrade", err)
+	}
+	for _, mode := range []string{"disable", "require", "verify-ca", "verify-full"} {
+		_, err := Open(ctx, "postgres://custody:pw@127.0.0.1:1/custody?connect_timeout=2&sslmode="+mode)
+		if err == nil || errors.Is(err, errTLSDowngrade) {
+			t.Errorf("Open(sslmode=%s) = %v, want a connection error", mode, err)
+		}
 	}
 }

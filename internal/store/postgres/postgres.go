@@ -52,6 +52,24 @@ type DB struct {
 // Every other mode passes the conformance suites.
 var errSimpleProtocol = errors.New("postgres: default_query_exec_mode=simple_protocol is not supported (its batches commit outside the timeouts custody sets); use the default, cache_describe, describe_exec or exec")
 
+// errTLSDowngrade refuses an sslmode under which a connection can fall
+// back between TLS and plaintext without the operator choosing it:
+// prefer (libpq's and pgx's default when the URL sets none) and allow.
+// Under prefer, a server (or whoever sits on the path to it) that
+// declines TLS gets a plaintext connection, and with it the password if
+// it asks for one in clear.
+var errTLSDowngrade = errors.New("postgres: the database URL's sslmode (prefer when unset) falls back to plaintext when the server declines TLS, and the password would go in clear: set sslmode=verify-full (or verify-ca with sslrootcert; require encrypts without checking the server; disable is plaintext)")
+
+// tlsDowngrade reports whether cfg's connection attempts (the first and
+// its fallbacks) mix TLS and plaintext.
+func tlsDowngrade(cfg *pgx.ConnConfig) bool {
+	tls, plain := cfg.TLSConfig != nil, cfg.TLSConfig == nil
+	for _, fb := range cfg.Fallbacks {
+		tls, plain = tls || fb.TLSConfig != nil, plain || fb.TLSConfig == nil
+	}
+	return tls && plain
+}
+
 // Open connects to the database at url, a PostgreSQL connection URL or
 // key=value string as libpq reads it (e.g.
 // "postgres://custody@db:5432/custody?sslmode=verify-full"), and brings
@@ -59,7 +77,8 @@ var errSimpleProtocol = errors.New("postgres: default_query_exec_mode=simple_pro
 // search_path schema (set search_path in the URL to use another).
 // The pool holds at most 16 connections unless pool_max_conns says
 // otherwise. default_query_exec_mode may be any of pgx's modes but
-// simple_protocol (errSimpleProtocol). The URL, which may carry a
+// simple_protocol (errSimpleProtocol); sslmode must be set, and not to
+// prefer or allow (errTLSDowngrade). The URL, which may carry a
 // password, is never included in an error.
 func Open(ctx context.Context, url string) (*DB, error) {
 	if url == "" {
@@ -75,6 +94,9 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	}
 	if cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
 		return nil, errSimpleProtocol
+	}
+	if tlsDowngrade(cfg.ConnConfig) {
+		return nil, errTLSDowngrade
 	}
 	if cfg.MaxConns < 16 && !strings.Contains(url, "pool_max_conns") { // the URL did not set it
 		cfg.MaxConns = 16
