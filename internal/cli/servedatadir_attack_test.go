@@ -41,6 +41,26 @@ func (c *cancelOnWrite) String() string {
 	return c.buf.String()
 }
 
+// serveUntilListening runs serve on loopback with static tokens (a file
+// in dir), --plaintext=all, env and args, and stops it at its first
+// "listening" line. It returns serve's exit code, whether it got as far
+// as listening, and what it logged.
+func serveUntilListening(t *testing.T, dir string, env map[string]string, args ...string) (int, bool, string) {
+	t.Helper()
+	sum := sha256.Sum256([]byte("local-dev-token-0123456789"))
+	must(t, os.WriteFile(filepath.Join(dir, "tokens.yaml"), []byte("tokens:\n  - sha256: "+hex.EncodeToString(sum[:])+
+		"\n    tenant: local\n    agent: dev\n    session: laptop\n"), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logw := &cancelOnWrite{marker: "listening", cancel: cancel}
+	var out bytes.Buffer
+	code := runWithIO(ctx, append([]string{"serve", "--kubernetes-auth=false",
+		"--static-tokens-file=" + filepath.Join(dir, "tokens.yaml"), "--listen=" + freeAddr(t), "--metrics-listen=",
+		"--gateway-listen=" + freeAddr(t), "--plaintext=all"}, args...), strings.NewReader(""), &out, logw, envMap(env))
+	log := logw.String()
+	return code, strings.Contains(log, "listening"), log
+}
+
 // TestAttackServeWorldWritableDataDir: `custody keys init` refuses a key
 // directory others can write to (privateDir), because whoever can write
 // it can plant a key that is then used. `custody serve` keeps the same
@@ -81,29 +101,18 @@ func TestAttackServeWorldWritableDataDir(t *testing.T) {
 			if tc.dirOwner >= 0 {
 				must(t, os.Chown(data, tc.dirOwner, tc.dirOwner))
 			}
-			token := "local-dev-token-0123456789"
-			sum := sha256.Sum256([]byte(token))
-			must(t, os.WriteFile(filepath.Join(dir, "tokens.yaml"), []byte("tokens:\n  - sha256: "+hex.EncodeToString(sum[:])+
-				"\n    tenant: local\n    agent: dev\n    session: laptop\n"), 0o600))
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			logw := &cancelOnWrite{marker: "listening", cancel: cancel}
-			var out bytes.Buffer
-			code := runWithIO(ctx, []string{"serve", "--kubernetes-auth=false",
-				"--static-tokens-file=" + filepath.Join(dir, "tokens.yaml"), "--listen=" + freeAddr(t), "--metrics-listen=",
-				"--gateway-listen=" + freeAddr(t), "--data-dir=" + data, "--plaintext=all"}, strings.NewReader(""), &out, logw, envMap(nil))
-			started := strings.Contains(logw.String(), "listening")
+			code, started, log := serveUntilListening(t, dir, nil, "--data-dir="+data)
 			if tc.wantRefusal == "" {
 				if !started {
-					t.Fatalf("serve did not start in a 0777 --data-dir of its own (as an emptyDir is); exit %d, log:\n%s", code, logw.String())
+					t.Fatalf("serve did not start in a 0777 --data-dir of its own (as an emptyDir is); exit %d, log:\n%s", code, log)
 				}
 				return
 			}
 			if started || code == 0 {
-				t.Fatalf("serve started (exit %d) on a --data-dir with %s; log:\n%s", code, tc.name, logw.String())
+				t.Fatalf("serve started (exit %d) on a --data-dir with %s; log:\n%s", code, tc.name, log)
 			}
-			if !strings.Contains(logw.String(), tc.wantRefusal) {
-				t.Fatalf("serve's refusal does not say %q:\n%s", tc.wantRefusal, logw.String())
+			if !strings.Contains(log, tc.wantRefusal) {
+				t.Fatalf("serve's refusal does not say %q:\n%s", tc.wantRefusal, log)
 			}
 		})
 	}
