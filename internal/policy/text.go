@@ -104,13 +104,18 @@ func unquote(s string) string {
 		return s
 	}
 	var b strings.Builder
+	noBrace := false // no '}' from here to the end: no later "${" is closed either
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\'' || c == '\\':
 		case c == '$' && i+1 < len(s) && s[i+1] == '{':
-			end := strings.IndexByte(s[i:], '}')
+			end := -1
+			if !noBrace {
+				end = strings.IndexByte(s[i:], '}')
+			}
 			if end < 0 {
+				noBrace = true // searched to the end once: linear, however many "${"
 				b.WriteByte(c)
 				continue
 			}
