@@ -35,8 +35,10 @@ type Options struct {
 	// Resolver resolves names when Resolve is set. Default
 	// net.DefaultResolver.LookupNetIP(ctx, "ip", host).
 	Resolver Resolver
-	// ResolveTimeout bounds each lookup. Default 2 s. A failed or timed
-	// out lookup makes the destination ambiguous (deny).
+	// ResolveTimeout bounds each lookup, and twice it all lookups of one
+	// decision. Default 2 s. A failed or timed out lookup makes the
+	// destination ambiguous (deny), as does every host of a decision past
+	// the first maxResolveHosts distinct ones.
 	ResolveTimeout time.Duration
 	// Log receives one Warn line per failed rule evaluation. Default
 	// slog.Default().
@@ -236,12 +238,21 @@ func evalBool(ctx context.Context, prg cel.Program, act map[string]any) (ok bool
 	return b, nil
 }
 
-// resolve looks up public names (once per host) and reclassifies them.
+// maxResolveHosts bounds the distinct hosts one decision looks up: the
+// arguments may name thousands (each a DNS query to the cluster's
+// resolver, and up to ResolveTimeout with a name server that never
+// answers); a call naming more is ambiguous anyway.
+const maxResolveHosts = 16
+
+// resolve looks up public names (once per host, at most maxResolveHosts
+// of them, all within 2 ResolveTimeout) and reclassifies them.
 func (e *Engine) resolve(ctx context.Context, ds []Destination) {
 	type res struct {
 		d  Destination
 		ok bool
 	}
+	ctx, cancel := context.WithTimeout(ctx, 2*e.opts.ResolveTimeout)
+	defer cancel()
 	cache := map[string]res{}
 	for i := range ds {
 		d := &ds[i]
@@ -250,7 +261,11 @@ func (e *Engine) resolve(ctx context.Context, ds []Destination) {
 		}
 		r, seen := cache[d.Host]
 		if !seen {
-			r = res{d: e.lookup(ctx, d.Host)}
+			if len(cache) < maxResolveHosts {
+				r = res{d: e.lookup(ctx, d.Host)}
+			} else {
+				r = res{d: ambiguous(fmt.Sprintf("more than %d hosts to resolve", maxResolveHosts))}
+			}
 			cache[d.Host] = r
 		}
 		if r.d.Kind != KindPublic {
