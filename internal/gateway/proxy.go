@@ -495,7 +495,8 @@ func requestModel(p *provider, r *http.Request, rest string) string {
 // JSON object b, or "" if b is not one JSON object or the model is
 // ambiguous: more than one member whose name equals "model" ignoring
 // case, since parsers differ on which of them wins (encoding/json takes
-// the last case-insensitive match, others the first exact one).
+// the last case-insensitive match, others the first exact one), or a
+// member of fallbackModelFields.
 func bodyModel(b []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
@@ -508,6 +509,9 @@ func bodyModel(b []byte) string {
 			return ""
 		}
 		key, _ := t.(string)
+		if isFallbackModels(key) {
+			return "" // another model the router may run the request on
+		}
 		if strings.EqualFold(key, "model") {
 			if found || key != "model" || dec.Decode(&model) != nil {
 				return ""
@@ -527,6 +531,22 @@ func bodyModel(b []byte) string {
 		return ""
 	}
 	return model
+}
+
+// fallbackModelFields name, in OpenAI-compatible routers' bodies, other
+// models to run the request on when the first fails (OpenRouter's
+// "models", LiteLLM's "fallbacks"), which a caller can make happen (a
+// prompt past the allowed model's context). A body with one has no single
+// model: bodyModel reports "" and a token with a models list is refused.
+var fallbackModelFields = [...]string{"models", "fallbacks", "fallback_models"}
+
+func isFallbackModels(k string) bool {
+	for _, f := range fallbackModelFields {
+		if strings.EqualFold(k, f) {
+			return true
+		}
+	}
+	return false
 }
 
 // methodOverrideHeaders ask a server to take a request as another method
