@@ -97,3 +97,51 @@ func TestAttackMethodOverrideFormBody(t *testing.T) {
 			last.Body, last.Header.Get("Content-Type"), m)
 	}
 }
+
+// TestAttackMethodOverrideHeaderUnderscore: the X-HTTP-Method-Override
+// family is dropped by exact name (isMethodOverride), but a CGI/FastCGI
+// front end names a header's variable by upper-casing it and turning "-"
+// into "_" (Go's net/http/cgi, Caddy's php_fastcgi): "X_HTTP_Method_Override"
+// becomes HTTP_X_HTTP_METHOD_OVERRIDE, the very variable Symfony's
+// Request::getMethod reads. The underscore spelling reaches the upstream.
+func TestAttackMethodOverrideHeaderUnderscore(t *testing.T) {
+	e, up, tok := newMethodOverrideEnv(t)
+	for _, name := range []string{"X_HTTP_Method_Override", "X-HTTP_Method-Override", "X_Method_Override", "X_Http_Method"} {
+		h := bearer(tok)
+		h[name] = "DELETE"
+		code, _, body := e.do(t, "POST", "/acme/items/5", h, "{}")
+		if code != 200 {
+			continue // refused: fine
+		}
+		_ = body
+		for k := range up.last(t).Header {
+			if isMethodOverride(strings.ReplaceAll(k, "_", "-")) {
+				t.Errorf("header %q reached the upstream as %q: a CGI front end reads it as %s", name, k,
+					"HTTP_"+strings.ToUpper(strings.ReplaceAll(k, "-", "_")))
+			}
+		}
+	}
+}
+
+// TestAttackPathOverrideHeaders: IIS URL Rewrite, Zend Framework 1 and
+// older Symfony take X-Original-URL / X-Rewrite-URL as the request's path,
+// over the request line's. The allow-list checks the request line's path
+// only; these headers are forwarded, so a token allowed POST /items/* can
+// ask such an upstream for any path.
+func TestAttackPathOverrideHeaders(t *testing.T) {
+	e, up, tok := newMethodOverrideEnv(t)
+	h := bearer(tok)
+	h["X-Original-URL"] = "/admin/users/1/delete"
+	h["X-Rewrite-URL"] = "/admin/users/1/delete"
+	code, _, body := e.do(t, "POST", "/acme/items/5", h, "{}")
+	if code != 200 {
+		return // refused: fine
+	}
+	_ = body
+	got := up.last(t).Header
+	for _, k := range []string{"X-Original-Url", "X-Rewrite-Url"} {
+		if v := got.Get(k); v != "" {
+			t.Errorf("%s: %q reached the upstream: a path outside the allow-list (POST /items/*)", k, v)
+		}
+	}
+}
