@@ -549,27 +549,6 @@ func isFallbackModels(k string) bool {
 	return false
 }
 
-// methodOverrideHeaders ask a server to take a request as another method
-// (Google's front end honours X-HTTP-Method-Override on a POST). They are
-// never forwarded: the path allow-list checks the request's own method.
-var methodOverrideHeaders = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
-
-// methodOverrideParam is the query parameter Symfony and Laravel take as
-// a POST's method (POST /items/5?_method=DELETE is a DELETE); like
-// methodOverrideHeaders it is never forwarded.
-const methodOverrideParam = "_method"
-
-// isMethodOverride reports whether header name k is one of
-// methodOverrideHeaders, ignoring letter case.
-func isMethodOverride(k string) bool {
-	for _, h := range methodOverrideHeaders {
-		if strings.EqualFold(k, h) {
-			return true
-		}
-	}
-	return false
-}
-
 // rewrite builds the upstream request. It runs after the proxy removed
 // the hop-by-hop headers, so a client's "Connection: x-api-key" cannot
 // remove the key injected here.
@@ -583,13 +562,12 @@ func (g *Gateway) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	out.URL.Path, out.URL.RawPath = st.rest, st.rawRest
-	if q := out.URL.RawQuery; mayHoldKeyParam(q) || strings.Contains(q, methodOverrideParam) {
+	if q := out.URL.RawQuery; mayHoldKeyParam(q) || mayHoldMethodOverride(q) {
 		v, err := url.ParseQuery(q)
 		_, key := v[queryKeyParam]
-		_, override := v[methodOverrideParam]
+		override := dropMethodOverrides(v)
 		if key || override || err != nil {
 			v.Del(queryKeyParam)
-			v.Del(methodOverrideParam)
 			out.URL.RawQuery = v.Encode()
 		}
 	}
