@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/agentcustody/custody/internal/secretform"
 )
 
 // Kinds of brokered (non-model) upstreams. Neither has models or usage:
@@ -291,17 +293,23 @@ func (p *provider) inject(h http.Header, key string, git bool) {
 
 // secretForms are the forms of the real credential key that a response
 // is scrubbed of: key itself and, where it is sent in HTTP Basic auth,
-// the base64 credentials it is sent as.
-func (p *provider) secretForms(key string) []string {
+// the base64 credentials it is sent as, each in every encoding an echo of
+// it may use (secretform.Forms: JSON-escaped, hex, percent-encoded,
+// inside base64).
+func (p *provider) secretForms(key string) [][]byte {
 	if key == "" {
 		return nil
 	}
-	out := []string{key}
+	sent := []string{key}
 	switch {
 	case p.kind == KindGitHub:
-		out = append(out, strings.TrimPrefix(basicValue(gitHubUser, key), "Basic "))
+		sent = append(sent, strings.TrimPrefix(basicValue(gitHubUser, key), "Basic "))
 	case p.kind == KindHTTP && p.auth.BasicUser != "":
-		out = append(out, strings.TrimPrefix(basicValue(p.auth.BasicUser, key), "Basic "))
+		sent = append(sent, strings.TrimPrefix(basicValue(p.auth.BasicUser, key), "Basic "))
+	}
+	var out [][]byte
+	for _, s := range sent {
+		out = append(out, secretform.Forms(s)...)
 	}
 	return out
 }

@@ -81,16 +81,16 @@ func (g *Gateway) secretsFor(st *proxyState) [][]byte {
 	for _, key := range []string{st.key, g.keys.get(st.provider.name)} {
 		for _, k := range st.provider.secretForms(key) {
 			if !containsSecret(out, k) {
-				out = append(out, []byte(k))
+				out = append(out, k)
 			}
 		}
 	}
 	return out
 }
 
-func containsSecret(ss [][]byte, k string) bool {
+func containsSecret(ss [][]byte, k []byte) bool {
 	for _, s := range ss {
-		if string(s) == k {
+		if bytes.Equal(s, k) {
 			return true
 		}
 	}

@@ -316,7 +316,7 @@ type session struct {
 	mu      sync.Mutex
 	ss      *mcp.ServerSession
 	cs      *mcp.ClientSession
-	secret  [][]byte            // secretForms of the upstream credential cs sends, to keep it out of answers
+	secret  [][]byte            // secretform.Forms of the upstream credential cs sends, to keep it out of answers
 	listed  map[string]struct{} // the upstream's tool names, by session.lists
 	ended   bool
 }

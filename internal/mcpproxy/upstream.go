@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentcustody/custody/internal/secretform"
 )
 
 // envelopeBytes is what a response may hold beyond MaxResultBytes: the
@@ -89,7 +91,7 @@ func (s *session) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 		}
 		name, prefix := c.header()
 		t.header, t.value = name, prefix+secret
-		s.secret = secretForms(secret)
+		s.secret = secretform.Forms(secret)
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "custody-mcp-proxy", Version: "1"}, nil)
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.CallTimeout)
@@ -109,14 +111,14 @@ func (s *session) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 }
 
 // leaks reports whether raw, an upstream answer on its way to the
-// sandbox, carries the upstream's credential in any of secretForms (an
+// sandbox, carries the upstream's credential in any of secretform.Forms (an
 // upstream echoing its request headers, in clear or in a blob): such an
 // answer is withheld.
 func (s *session) leaks(raw []byte) bool {
 	s.mu.Lock()
 	forms := s.secret
 	s.mu.Unlock()
-	return containsAny(raw, forms)
+	return secretform.ContainsAny(raw, forms)
 }
 
 // drop forgets cs after a failed exchange, so that the next call

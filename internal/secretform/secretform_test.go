@@ -1,4 +1,4 @@
-package mcpproxy
+package secretform
 
 import (
 	"encoding/base64"
@@ -12,7 +12,7 @@ import (
 // any offset inside a larger blob; an unrelated blob is not flagged.
 func TestSecretForms(t *testing.T) {
 	secret := `upstream-secret-"quoted"-zzzz`
-	forms := secretForms(secret)
+	forms := Forms(secret)
 	for pre := 0; pre < 6; pre++ {
 		blob := strings.Repeat("x", pre) + "Authorization: Bearer " + secret + "\r\nHost: up\r\n"
 		for name, enc := range map[string]string{
@@ -22,18 +22,18 @@ func TestSecretForms(t *testing.T) {
 			"hex": hex.EncodeToString([]byte(blob)),
 			"HEX": strings.ToUpper(hex.EncodeToString([]byte(blob))),
 		} {
-			if !containsAny([]byte(`{"data":"`+enc+`"}`), forms) {
+			if !ContainsAny([]byte(`{"data":"`+enc+`"}`), forms) {
 				t.Errorf("%s at offset %d not found", name, pre)
 			}
 		}
 	}
-	if !containsAny([]byte(`{"text":"upstream-secret-\"quoted\"-zzzz"}`), forms) {
+	if !ContainsAny([]byte(`{"text":"upstream-secret-\"quoted\"-zzzz"}`), forms) {
 		t.Error("JSON-escaped credential not found")
 	}
-	if containsAny([]byte(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("harmless image bytes ", 50)))), forms) {
+	if ContainsAny([]byte(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("harmless image bytes ", 50)))), forms) {
 		t.Error("an unrelated blob was flagged")
 	}
-	if secretForms("") != nil {
+	if Forms("") != nil {
 		t.Error("forms of an empty credential")
 	}
 }
@@ -45,15 +45,15 @@ func TestSecretForms(t *testing.T) {
 // "/") then passed the leak check: only the forms above were looked for.
 func TestAttackSecretFormsURLEncoded(t *testing.T) {
 	secret := "dXNlcjpwYXNz/d29yZA+=="
-	forms := secretForms(secret)
+	forms := Forms(secret)
 	for _, enc := range []string{
 		url.QueryEscape(secret),
 		url.PathEscape(secret),
 		"dXNlcjpwYXNz%2fd29yZA%2b%3d%3d", // lower-case hex digits
 		url.QueryEscape("Authorization: Basic " + secret),
 	} {
-		if !containsAny([]byte(`{"text":"https://up.example/cb?h=`+enc+`&x=1"}`), forms) {
-			t.Errorf("containsAny(%q) = false: the URL-encoded credential passed", enc)
+		if !ContainsAny([]byte(`{"text":"https://up.example/cb?h=`+enc+`&x=1"}`), forms) {
+			t.Errorf("ContainsAny(%q) = false: the URL-encoded credential passed", enc)
 		}
 	}
 }
