@@ -295,10 +295,13 @@ func (p *provider) inject(h http.Header, key string, git bool) {
 // is scrubbed of: key itself and, where it is sent in HTTP Basic auth,
 // the base64 credentials it is sent as, each in every encoding an echo of
 // it may use (secretform.Forms: JSON-escaped, hex, percent-encoded,
-// inside base64).
+// inside base64). The slices returned are shared: read-only.
 func (p *provider) secretForms(key string) [][]byte {
 	if key == "" {
 		return nil
+	}
+	if m := p.forms.Load(); m != nil && m.key == key {
+		return m.forms
 	}
 	sent := []string{key}
 	switch {
@@ -311,5 +314,6 @@ func (p *provider) secretForms(key string) [][]byte {
 	for _, s := range sent {
 		out = append(out, secretform.Forms(s)...)
 	}
+	p.forms.Store(&keyForms{key: key, forms: out})
 	return out
 }

@@ -355,6 +355,15 @@ type provider struct {
 	allow []pathRule
 	git   *url.URL     // KindGitHub: the git smart HTTP upstream
 	auth  ProviderAuth // KindHTTP: where the credential goes
+	// forms memoizes secretForms of the last key it was asked for (the
+	// key changes only when its file is rotated).
+	forms atomic.Pointer[keyForms]
+}
+
+// keyForms are the secretForms of key; read-only once stored.
+type keyForms struct {
+	key   string
+	forms [][]byte
 }
 
 // Gateway is the model-credential gateway. It is safe for concurrent use.
