@@ -111,6 +111,9 @@ type ServeConfig struct {
 	// SignerIdle closes a run with no calls for this long (idle_s).
 	// Default 1h.
 	SignerIdle time.Duration
+	// SignerMaxOpenRuns is how many open runs one agent may hold
+	// (signer.Options.MaxOpenRuns); more are refused with 429.
+	SignerMaxOpenRuns int
 	// ApprovalTTL is how long an approval can be approved and consumed
 	// after it was requested. Default 1h; 1s to 168h.
 	ApprovalTTL time.Duration
@@ -246,6 +249,7 @@ func Defaults() ServeConfig {
 		Signer:                  true,
 		SignerOrigin:            "custody.local/log",
 		SignerIdle:              time.Hour,
+		SignerMaxOpenRuns:       64,
 		ApprovalTTL:             time.Hour,
 		WitnessQuorum:           -1,
 		DataDir:                 "custody-data",
@@ -307,6 +311,7 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.PolicyDir, "policy-dir", c.PolicyDir, "directory of per-tenant policies, <tenant>.yaml; empty: built-in rules only, unmatched calls denied")
 	fs.BoolVar(&c.PolicyResolve, "policy-resolve", c.PolicyResolve, "resolve host names in tool-call arguments and deny when any address is internal")
 	fs.DurationVar(&c.SignerIdle, "signer-idle", c.SignerIdle, "close a run after this long without calls (idle_s), with a signed run.closing of reason idle_timeout")
+	fs.IntVar(&c.SignerMaxOpenRuns, "signer-max-open-runs", c.SignerMaxOpenRuns, "open runs one agent may hold at once; registering another is refused (429 too_many_runs) until one closes or idles out")
 	fs.DurationVar(&c.ApprovalTTL, "approval-ttl", c.ApprovalTTL, "how long a signer approval can be approved and consumed after it was requested (1s to 168h); a pending one pauses its run's idle clock")
 	fs.StringSliceVar(&c.Witnesses, "witness", c.Witnesses, "a witness as VKEY@URL (C2SP vkey and tlog-witness URL), repeatable")
 	fs.StringVar(&c.WitnessCAFile, "witness-ca-file", c.WitnessCAFile, "PEM CA bundle trusted for https --witness URLs instead of the system roots")
@@ -408,6 +413,9 @@ func (c *ServeConfig) Validate() error {
 	}
 	if _, err := c.witnesses(); err != nil {
 		errs = append(errs, err)
+	}
+	if c.SignerMaxOpenRuns <= 0 {
+		errs = append(errs, fmt.Errorf("--signer-max-open-runs %d must be positive", c.SignerMaxOpenRuns))
 	}
 	if c.SignerIdle <= 0 {
 		errs = append(errs, errors.New("--signer-idle must be positive"))

@@ -94,7 +94,7 @@ func newSigner(ctx context.Context, cfg ServeConfig, db signer.Store, log *slog.
 	opts := signer.Options{
 		Store: db, KeyFile: key, Origin: cfg.SignerOrigin, PolicyDir: cfg.PolicyDir,
 		Shared:      cfg.DatabaseURL != "", // replicas take turns on one log
-		IdleTimeout: cfg.SignerIdle, ApprovalTTL: cfg.ApprovalTTL, Log: log, FlushInbox: hooks.FlushInbox, RevokeRunTokens: hooks.RevokeRunTokens,
+		IdleTimeout: cfg.SignerIdle, MaxOpenRuns: cfg.SignerMaxOpenRuns, ApprovalTTL: cfg.ApprovalTTL, Log: log, FlushInbox: hooks.FlushInbox, RevokeRunTokens: hooks.RevokeRunTokens,
 		OnCommit: hooks.OnCommit,
 		WitnessSize: func(err error) (int64, bool) {
 			var ce *witness.ConflictError

@@ -15,6 +15,8 @@ var (
 	// ErrRunClosed: a call on a closed run; it was refused and recorded in
 	// the run "_log" (409 run_closed).
 	ErrRunClosed = errors.New("run is closed")
+	// ErrTooManyRuns refuses a run past Options.MaxOpenRuns for its agent.
+	ErrTooManyRuns = errors.New("too many open runs for this agent")
 	// ErrInvalid: a malformed request (400 bad_request).
 	ErrInvalid = errors.New("invalid request")
 	// ErrDuplicateCall: a call id already decided in this run (409 duplicate_call).
@@ -76,6 +78,8 @@ func HTTPStatusFor(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrApprovalExpired):
 		return http.StatusGone
+	case errors.Is(err, ErrTooManyRuns):
+		return http.StatusTooManyRequests
 	case errors.Is(err, ErrRunClosed), errors.Is(err, ErrDuplicateCall), errors.Is(err, ErrApproval), errors.Is(err, ErrRotationRefused):
 		return http.StatusConflict
 	}
@@ -89,7 +93,7 @@ func ErrorCode(err error) string {
 		code string
 	}{
 		{ErrNotFound, "not_found"}, {ErrForbidden, "forbidden"}, {ErrInvalid, "bad_request"},
-		{ErrRunClosed, "run_closed"}, {ErrDuplicateCall, "duplicate_call"},
+		{ErrRunClosed, "run_closed"}, {ErrTooManyRuns, "too_many_runs"}, {ErrDuplicateCall, "duplicate_call"},
 		{ErrApprovalNotAsk, "not_ask"}, {ErrApprovalPending, "approval_pending"},
 		{ErrApprovalDenied, "approval_denied"}, {ErrApprovalConsumed, "approval_consumed"},
 		{ErrApprovalExpired, "approval_expired"}, {ErrArgsMismatch, "args_mismatch"},

@@ -2,9 +2,13 @@ package signer_test
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/agentcustody/custody/internal/signer"
 )
 
 // TestAttackRegisterRunsUnbounded: any live key may POST /v1/signer/runs
@@ -37,5 +41,37 @@ func TestAttackRegisterRunsUnbounded(t *testing.T) {
 	wg.Wait()
 	if got := ok.Load(); got == n {
 		t.Errorf("one agent registered %d open runs, all accepted: no bound on a sandbox's open runs (each held in memory for IdleTimeout and logged in the shared log)", got)
+	}
+}
+
+// TestMaxOpenRuns: an agent holds at most MaxOpenRuns open runs; the
+// next Register is refused with ErrTooManyRuns (HTTP 429, too_many_runs)
+// and records nothing; another agent is not affected; closing a run makes
+// room for one more.
+func TestMaxOpenRuns(t *testing.T) {
+	e := newEnv(t, func(o *signer.Options) { o.MaxOpenRuns = 3 })
+	ctx := context.Background()
+	var runs []signer.RunInfo
+	for range 3 {
+		r, err := e.s.Register(ctx, identity())
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	_, err := e.s.Register(ctx, identity())
+	if !errors.Is(err, signer.ErrTooManyRuns) || signer.HTTPStatusFor(err) != http.StatusTooManyRequests || signer.ErrorCode(err) != "too_many_runs" {
+		t.Fatalf("Register past MaxOpenRuns = %v (status %d, code %q), want ErrTooManyRuns, 429, too_many_runs", err, signer.HTTPStatusFor(err), signer.ErrorCode(err))
+	}
+	other := identity()
+	other.Agent = "other-agent"
+	if _, err := e.s.Register(ctx, other); err != nil {
+		t.Fatalf("another agent's Register = %v", err)
+	}
+	if _, err := e.s.CloseRun(ctx, identity(), runs[0].Run); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Register(ctx, identity()); err != nil {
+		t.Fatalf("Register after a close = %v, want room for one more", err)
 	}
 }

@@ -57,7 +57,9 @@ func identityBody(id apikey.Identity) map[string]any {
 }
 
 // Register starts a run for caller and records run.registered with the
-// attested identity.
+// attested identity. It refuses with ErrTooManyRuns when caller's agent
+// already holds Options.MaxOpenRuns open runs: each is a record in the
+// log every tenant shares and an entry in memory until it closes.
 func (s *Signer) Register(ctx context.Context, caller apikey.Identity) (RunInfo, error) {
 	if caller.Tenant == "" || caller.Agent == "" {
 		return RunInfo{}, fmt.Errorf("%w: caller has no tenant or agent", ErrInvalid)
@@ -67,6 +69,9 @@ func (s *Signer) Register(ctx context.Context, caller apikey.Identity) (RunInfo,
 	idJSON, _ := json.Marshal(idb)
 	var info RunInfo
 	err := s.submit(ctx, func(t *txn) error {
+		if n := s.openRuns(caller.Tenant, caller.Agent); n >= s.opts.MaxOpenRuns {
+			return fmt.Errorf("%w (%d; close one, or wait for one to idle out)", ErrTooManyRuns, n)
+		}
 		row := RunRow{ID: id, Tenant: caller.Tenant, Agent: caller.Agent, Session: caller.Session, Identity: idJSON, CreatedAt: t.now}
 		rs := &runState{row: row, calls: map[string]*callState{}, approvals: map[string]*approval{}}
 		if _, err := t.append(rs, verify.TypeRunRegistered, map[string]any{"identity": idb, "isolation": "remote"}); err != nil {
@@ -82,6 +87,18 @@ func (s *Signer) Register(ctx context.Context, caller apikey.Identity) (RunInfo,
 		return RunInfo{}, fmt.Errorf("register run: %w", err)
 	}
 	return info, nil
+}
+
+// openRuns counts the open runs of tenant/agent (s.runs holds open runs
+// only: a close deletes its run once committed). Run by the committer.
+func (s *Signer) openRuns(tenant, agent string) int {
+	n := 0
+	for _, rs := range s.runs {
+		if !rs.closed && rs.row.Tenant == tenant && rs.row.Agent == agent {
+			n++
+		}
+	}
+	return n
 }
 
 func (s *Signer) info(rs *runState) RunInfo {

@@ -58,6 +58,10 @@ type Options struct {
 	// reason idle_timeout); the clock is paused while an approval is
 	// pending. Default 1h (idle_s 3600).
 	IdleTimeout time.Duration
+	// MaxOpenRuns is how many open runs one agent (tenant and agent) may
+	// hold at once; Register refuses another with ErrTooManyRuns (HTTP
+	// 429) until one closes (or idles out). Default 64.
+	MaxOpenRuns int
 	// IdleCheckInterval is how often idle runs are looked for. Default
 	// IdleTimeout/10, at most 10s.
 	IdleCheckInterval time.Duration
@@ -266,6 +270,9 @@ func New(ctx context.Context, opts Options) (*Signer, error) {
 	}
 	if opts.Origin == "" {
 		opts.Origin = DefaultOrigin
+	}
+	if opts.MaxOpenRuns <= 0 {
+		opts.MaxOpenRuns = 64
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = time.Hour
