@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -20,11 +21,10 @@ import (
 // gateway). 24 such requests must not hold ~24 x 12 MiB.
 func TestAttackModelBodyHeldPerRequest(t *testing.T) {
 	release := make(chan struct{})
-	var arrived sync.WaitGroup
 	const n = 24
-	arrived.Add(n)
+	settled := make(chan bool, 2*n) // true: reached the upstream; false: refused
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived.Done()
+		settled <- true
 		<-release // headers only; the body is left unread
 		io.Copy(io.Discard, r.Body)
 		io.WriteString(w, `{"ok":true}`)
@@ -41,23 +41,39 @@ func TestAttackModelBodyHeldPerRequest(t *testing.T) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	var done sync.WaitGroup
+	var busy atomic.Int64
 	for range n {
 		done.Add(1)
 		go func() {
 			defer done.Done()
 			req, _ := http.NewRequest("POST", e.data.URL+"/openai/v1/chat/completions", strings.NewReader(body))
 			req.Header.Set("Authorization", "Bearer "+tok)
-			if resp, err := e.client.Do(req); err == nil {
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+			resp, err := e.client.Do(req)
+			if err != nil {
+				settled <- false
+				return
 			}
+			if resp.StatusCode != http.StatusOK {
+				if resp.StatusCode == http.StatusServiceUnavailable {
+					busy.Add(1)
+				}
+				settled <- false
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
 		}()
 	}
-	waited := make(chan struct{})
-	go func() { arrived.Wait(); close(waited) }()
-	select {
-	case <-waited:
-	case <-time.After(20 * time.Second):
+	reached := 0
+	timeout := time.After(20 * time.Second)
+	for range n {
+		select {
+		case ok := <-settled:
+			if ok {
+				reached++
+			}
+		case <-timeout:
+			t.Fatal("requests neither reached the upstream nor were refused within 20 s")
+		}
 	}
 	runtime.GC()
 	var during runtime.MemStats
@@ -65,8 +81,23 @@ func TestAttackModelBodyHeldPerRequest(t *testing.T) {
 	close(release)
 	done.Wait()
 	held := int64(during.HeapInuse) - int64(before.HeapInuse)
-	t.Logf("heap held with %d requests in flight: %d MiB", n, held>>20)
+	t.Logf("heap held with %d requests sent, %d at the upstream, %d refused busy: %d MiB", n, reached, busy.Load(), held>>20)
 	if held > 128<<20 {
 		t.Errorf("%d in-flight requests of one token hold %d MiB of request bodies in the gateway (no bound per token or in all)", n, held>>20)
+	}
+	// Every held body was given back: the budget has room again.
+	req, _ := http.NewRequest("POST", e.data.URL+"/openai/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	go func() { <-settled }() // the upstream's arrival signal
+	if resp, err := e.client.Do(req); err != nil {
+		t.Errorf("a request after the others ended: %v", err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("a request after the others ended: %s, want 200 (the budget was not given back)", resp.Status)
+		}
+	}
+	if reached == 0 || busy.Load() == 0 {
+		t.Errorf("%d requests reached the upstream, %d were refused 503 busy: want some of each (maxHeldBodies %d MiB, bodies of 12 MiB)", reached, busy.Load(), maxHeldBodies>>20)
 	}
 }

@@ -236,9 +236,6 @@ func (p *provider) checkRoute(c *Claims, r *http.Request, rest string) (git bool
 	if !p.allowsPath(r.Method, rest) {
 		return false, fmt.Errorf("%w %s: %s", ErrPathNotAllowed, p.name, pathClass(rest))
 	}
-	if p.kind == KindHTTP {
-		return false, checkFormOverride(r)
-	}
 	return false, nil
 }
 

@@ -150,6 +150,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"golang.org/x/sync/semaphore"
 	"log"
 	"log/slog"
 	"net/http"
@@ -221,6 +222,9 @@ var (
 	// than [Options.MaxStaleness] (the store has not answered), so it
 	// cannot tell whether any token is revoked.
 	ErrRevocationStale = errors.New("gateway revocation view is stale")
+	// ErrBusy: the request's body would pass what the gateway holds in
+	// memory at once (maxHeldBodies); retry.
+	ErrBusy = errors.New("gateway is holding too many request bodies")
 	// ErrNoProviderKey: the key file for the provider is missing or empty.
 	ErrNoProviderKey = errors.New("gateway holds no key for provider")
 	// ErrUpstream: the provider could not be reached or failed mid-way.
@@ -267,7 +271,7 @@ func HTTPStatusFor(err error) int {
 		return http.StatusPaymentRequired
 	case errors.Is(err, metering.ErrUnavailable):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, ErrCannotMint), errors.Is(err, ErrRevocationStale):
+	case errors.Is(err, ErrCannotMint), errors.Is(err, ErrRevocationStale), errors.Is(err, ErrBusy):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
@@ -279,7 +283,7 @@ func HTTPStatusFor(err error) int {
 func refusalFor(err error) (int, string) {
 	status := HTTPStatusFor(err)
 	for _, s := range []error{ErrUnknownProvider, ErrMissingToken, ErrInvalidToken, ErrForbidden, ErrRevoked,
-		ErrRevocationStale, ErrPathNotAllowed, ErrNoProviderKey, ErrUpstream, ErrUpstreamTimeout,
+		ErrRevocationStale, ErrBusy, ErrPathNotAllowed, ErrNoProviderKey, ErrUpstream, ErrUpstreamTimeout,
 		metering.ErrBudgetExceeded, metering.ErrUnavailable, ErrUnmeterable} {
 		if errors.Is(err, s) {
 			return status, err.Error()
@@ -377,6 +381,7 @@ type Gateway struct {
 	revoked   *revocationSet
 	minted    *mintedTokens
 	inflight  *inflightSet
+	bodies    *semaphore.Weighted // bytes of request bodies held (holdBody)
 	transport *http.Transport
 	proxy     *httputil.ReverseProxy
 	now       func() time.Time
@@ -470,6 +475,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		revoked:   newRevocationSet(),
 		minted:    newMintedTokens(tc.CacheSize),
 		inflight:  newInflightSet(),
+		bodies:    semaphore.NewWeighted(maxHeldBodies),
 		transport: newTransport(opts.UpstreamProxy, opts.ResponseHeaderTimeout),
 		now:       opts.Now,
 		recorder:  opts.Recorder,

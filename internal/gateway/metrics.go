@@ -27,6 +27,7 @@ const (
 	outcomeBudgetExceeded  = "budget_exceeded"
 	outcomeBudgetUnchecked = "budget_unavailable"
 	outcomeUnmeterable     = "unmeterable"
+	outcomeBusy            = "busy"
 )
 
 // metrics are the gateway's collectors. They always exist; they are
@@ -119,6 +120,8 @@ func outcomeFor(err error) string {
 		return outcomeBudgetUnchecked
 	case errors.Is(err, ErrUnmeterable):
 		return outcomeUnmeterable
+	case errors.Is(err, ErrBusy):
+		return outcomeBusy
 	}
 	return outcomeUpstreamError
 }

@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -106,32 +104,35 @@ var errMethodOverrideBody = fmt.Errorf("%w: a form body may name another method 
 // checkFormOverride refuses a POST to a [KindHTTP] provider whose body is
 // a form that names methodOverrideParam (in any spelling PHP reads as
 // it), a multipart form (not parsed here), or an urlencoded form over
-// maxFormBody; it leaves r's body readable from the start.
-func checkFormOverride(r *http.Request) error {
+// maxFormBody. It holds an urlencoded body (holdBody: ErrBusy when the
+// gateway holds too much) and puts it back readable from the start;
+// release is to be called once the request is done.
+func (g *Gateway) checkFormOverride(r *http.Request) (release func(), err error) {
+	release = func() {}
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
-		return nil
+		return release, nil
 	}
 	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	switch mt {
 	case "multipart/form-data":
-		return fmt.Errorf("%w: multipart form bodies are not forwarded (a part may name another method, %s)", ErrPathNotAllowed, methodOverrideParam)
+		return release, fmt.Errorf("%w: multipart form bodies are not forwarded (a part may name another method, %s)", ErrPathNotAllowed, methodOverrideParam)
 	case "application/x-www-form-urlencoded":
 	default:
-		return nil
+		return release, nil
 	}
 	if contentEncoded(r.Header) {
-		return errMethodOverrideBody // not read here: it could hold anything
+		return release, errMethodOverrideBody // not read here: it could hold anything
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxFormBody+1))
-	r.Body.Close()
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
-	if err != nil || len(b) > maxFormBody {
-		r.Body, r.ContentLength = http.NoBody, 0
-		return errMethodOverrideBody
+	b, release, err := g.holdBody(r, maxFormBody)
+	if err != nil {
+		return release, err
+	}
+	if b == nil {
+		return release, errMethodOverrideBody // over maxFormBody
 	}
 	v, err := url.ParseQuery(string(b))
 	if err != nil || dropMethodOverrides(v) {
-		return errMethodOverrideBody
+		return release, errMethodOverrideBody
 	}
-	return nil
+	return release, nil
 }

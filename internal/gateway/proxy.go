@@ -312,8 +312,25 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		g.refuse(w, r, name, jti, err)
 		return
 	}
+	if p.kind == KindHTTP {
+		release, err := g.checkFormOverride(r)
+		if err != nil {
+			g.refuse(w, r, name, jti, err)
+			return
+		}
+		defer release()
+	}
 	if len(claims.Models) > 0 && hasModels(p.kind) {
-		if model = requestModel(p, r, rest); !claims.AllowsModel(model) {
+		var body []byte
+		if p.kind != KindGemini { // its model is in the path
+			var release func()
+			if body, release, err = g.holdBody(r, maxModelBody); err != nil {
+				g.refuse(w, r, name, jti, err)
+				return
+			}
+			defer release()
+		}
+		if model = requestModel(p, r, rest, body); !claims.AllowsModel(model) {
 			g.refuse(w, r, name, jti, fmt.Errorf("%w %s", ErrModelScope, shownModel(model)))
 			return
 		}
@@ -325,7 +342,7 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 	}
 	if g.meter != nil {
 		if model == "" && len(claims.Models) == 0 && p.kind == KindGemini {
-			model = requestModel(p, r, rest) // from the path
+			model = requestModel(p, r, rest, nil) // from the path
 		}
 		if err := g.beginMetering(ctx, cancel, r, claims, p, rest, model, rc); err != nil {
 			g.refuse(w, r, name, jti, err)
@@ -456,10 +473,10 @@ func writeText(w http.ResponseWriter, status int, text, retry string) {
 const maxModelBody = 16 << 20
 
 // requestModel is the model a request is for: the path segment
-// models/{model}[:method] for gemini, the JSON body field "model"
-// otherwise (the body is read and put back), or "" if it cannot be
-// determined.
-func requestModel(p *provider, r *http.Request, rest string) string {
+// models/{model}[:method] for gemini, the JSON body field "model" of
+// body (r's, held by holdBody; nil if it was over the bound) otherwise,
+// or "" if it cannot be determined.
+func requestModel(p *provider, r *http.Request, rest string, body []byte) string {
 	if p.kind == KindGemini {
 		const seg = "/models/"
 		i := strings.Index(rest, seg)
@@ -473,22 +490,10 @@ func requestModel(p *provider, r *http.Request, rest string) string {
 		m, _, _ = strings.Cut(m, ":")
 		return m
 	}
-	if r.Body == nil || r.Body == http.NoBody {
+	if body == nil || contentEncoded(r.Header) {
 		return ""
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxModelBody+1))
-	r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	r.ContentLength = int64(len(b))
-	if err != nil || len(b) > maxModelBody {
-		r.Body = http.NoBody
-		r.ContentLength = 0
-		return ""
-	}
-	if contentEncoded(r.Header) {
-		return ""
-	}
-	return bodyModel(b)
+	return bodyModel(body)
 }
 
 // bodyModel is the string value of the top-level "model" member of the
