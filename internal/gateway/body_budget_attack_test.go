@@ -1,0 +1,63 @@
+package gateway
+
+import (
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestAttackBodyBudgetHeldByOneToken: holdBody reserves a body's declared
+// Content-Length+1 (or limit+1, 16 MiB, for a chunked body) as soon as
+// the request arrives, before any byte of the body does, and holds the
+// reservation while it waits for the body (up to serve's 60 s
+// ReadTimeout). The 64 MiB budget is shared by every tenant and token, so
+// one token opening four requests declaring 16 MiB that send nothing makes every
+// other tenant's model-scoped request 503 busy: one sandbox denies the
+// gateway to all, with no memory actually held.
+func TestAttackBodyBudgetHeldByOneToken(t *testing.T) {
+	e := newEnv(t)
+	attacker := e.mint(t, Grant{Providers: []string{"openai"}, Models: []string{"gpt-4o-mini"}, Tenant: "evil", Agent: "a"}).Token
+	victim := e.mint(t, Grant{Providers: []string{"openai"}, Models: []string{"gpt-4o-mini"}, Tenant: "good", Agent: "b"}).Token
+	var writers []*io.PipeWriter
+	defer func() {
+		for _, w := range writers {
+			w.CloseWithError(io.ErrUnexpectedEOF)
+		}
+	}()
+	for range 4 {
+		pr, pw := io.Pipe()
+		writers = append(writers, pw)
+		req, _ := http.NewRequest("POST", e.data.URL+"/openai/v1/chat/completions", pr)
+		req.ContentLength = maxHeldBodies/4 - 1 // holdBody reserves Content-Length+1: a quarter of the budget
+		req.Header.Set("Authorization", "Bearer "+attacker)
+		req.Header.Set("Content-Type", "application/json")
+		go func() {
+			if resp, err := e.client.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+	}
+	// Wait for the four reservations (4 x 16 MiB) to be taken.
+	deadline := time.Now().Add(5 * time.Second)
+	for e.g.bodies.TryAcquire(1) {
+		e.g.bodies.Release(1)
+		if time.Now().After(deadline) {
+			t.Fatal("the four chunked requests never reserved the budget")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	req, _ := http.NewRequest("POST", e.data.URL+"/openai/v1/chat/completions", strings.NewReader(`{"model":"gpt-4o-mini","messages":[]}`))
+	req.Header.Set("Authorization", "Bearer "+victim)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		t.Errorf("another tenant's 37-byte request: %d %q while one token holds four requests declaring 16 MiB open (no body bytes sent): the whole 64 MiB budget is reserved up front per request, with no share per token", resp.StatusCode, strings.TrimSpace(string(b)))
+	}
+}
