@@ -511,14 +511,23 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// urlForError is raw as an error may quote it: without its password,
-// query and fragment (they may hold a key), or a placeholder if it does
-// not parse.
+// urlForError is raw as an error may quote it: without its user info
+// (a token may be given as the user name alone), query and fragment
+// (they may hold a key), each replaced by "...", or a placeholder if it
+// does not parse.
 func urlForError(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparsable URL)"
 	}
-	u.RawQuery, u.ForceQuery, u.Fragment, u.RawFragment = "", false, "", ""
-	return u.Redacted()
+	if u.User != nil {
+		u.User = url.User("...")
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "...", false
+	}
+	if u.Fragment != "" {
+		u.Fragment, u.RawFragment = "...", ""
+	}
+	return u.String()
 }

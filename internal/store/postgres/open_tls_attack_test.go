@@ -99,9 +99,10 @@ func TestAttackOpenWithoutSSLModeSendsPasswordInClear(t *testing.T) {
 
 // TestOpenRefusesTLSDowngrade: an sslmode that mixes TLS and plaintext
 // attempts (none set, prefer, allow; in the URL, a key=value string or
-// PGSSLMODE) is refused before any connection; each mode that does not
-// (disable, require, verify-ca, verify-full) gets past the check (to a
-// port where nothing listens, so the connection fails).
+// PGSSLMODE) or does TLS without checking the server (require) is
+// refused before any connection; verify-ca, verify-full and disable get
+// past the check (to a port where nothing listens, so the connection
+// fails).
 func TestOpenRefusesTLSDowngrade(t *testing.T) {
 	ctx := context.Background()
 	for _, dsn := range []string{
@@ -110,18 +111,19 @@ func TestOpenRefusesTLSDowngrade(t *testing.T) {
 		"postgres://custody:pw@127.0.0.1:1/custody?sslmode=allow",
 		"host=127.0.0.1 port=1 user=custody password=pw dbname=custody",
 		"postgres://custody:pw@127.0.0.1:1,127.0.0.1:2/custody?sslmode=prefer",
+		"postgres://custody:pw@127.0.0.1:1/custody?sslmode=require",
 	} {
-		if _, err := Open(ctx, dsn); !errors.Is(err, errTLSDowngrade) {
-			t.Errorf("Open(%s) = %v, want errTLSDowngrade", dsn, err)
+		if _, err := Open(ctx, dsn); !errors.Is(err, errTLSUnchecked) {
+			t.Errorf("Open(%s) = %v, want errTLSUnchecked", dsn, err)
 		}
 	}
 	t.Setenv("PGSSLMODE", "prefer")
-	if _, err := Open(ctx, "postgres://custody:pw@127.0.0.1:1/custody"); !errors.Is(err, errTLSDowngrade) {
-		t.Errorf("Open with PGSSLMODE=prefer = %v, want errTLSDowngrade", err)
+	if _, err := Open(ctx, "postgres://custody:pw@127.0.0.1:1/custody"); !errors.Is(err, errTLSUnchecked) {
+		t.Errorf("Open with PGSSLMODE=prefer = %v, want errTLSUnchecked", err)
 	}
-	for _, mode := range []string{"disable", "require", "verify-ca", "verify-full"} {
+	for _, mode := range []string{"disable", "verify-ca", "verify-full"} {
 		_, err := Open(ctx, "postgres://custody:pw@127.0.0.1:1/custody?connect_timeout=2&sslmode="+mode)
-		if err == nil || errors.Is(err, errTLSDowngrade) {
+		if err == nil || errors.Is(err, errTLSUnchecked) {
 			t.Errorf("Open(sslmode=%s) = %v, want a connection error", mode, err)
 		}
 	}

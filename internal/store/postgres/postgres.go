@@ -23,6 +23,7 @@ import (
 
 	"github.com/agentcustody/custody/internal/memory"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -52,20 +53,30 @@ type DB struct {
 // Every other mode passes the conformance suites.
 var errSimpleProtocol = errors.New("postgres: default_query_exec_mode=simple_protocol is not supported (its batches commit outside the timeouts custody sets); use the default, cache_describe, describe_exec or exec")
 
-// errTLSDowngrade refuses an sslmode under which a connection can fall
-// back between TLS and plaintext without the operator choosing it:
-// prefer (libpq's and pgx's default when the URL sets none) and allow.
-// Under prefer, a server (or whoever sits on the path to it) that
-// declines TLS gets a plaintext connection, and with it the password if
-// it asks for one in clear.
-var errTLSDowngrade = errors.New("postgres: the database URL's sslmode (prefer when unset) falls back to plaintext when the server declines TLS, and the password would go in clear: set sslmode=verify-full (or verify-ca with sslrootcert; require encrypts without checking the server; disable is plaintext)")
+// errTLSUnchecked refuses an sslmode under which the password can reach
+// a server whose certificate was not checked: prefer (libpq's and pgx's
+// default when the URL sets none) and allow, which fall back to plaintext
+// when the server declines TLS, and require, which does TLS with any
+// certificate. Whoever sits on the path to the database can then ask for
+// the password in clear. verify-full and verify-ca check the server;
+// disable is plaintext, chosen on purpose (a trusted network).
+var errTLSUnchecked = errors.New("postgres: the database URL's sslmode (prefer when unset) can send the password to a server whose certificate was not checked: set sslmode=verify-full (or verify-ca, with sslrootcert; disable is plaintext, for a trusted network)")
 
-// tlsDowngrade reports whether cfg's connection attempts (the first and
-// its fallbacks) mix TLS and plaintext.
-func tlsDowngrade(cfg *pgx.ConnConfig) bool {
-	tls, plain := cfg.TLSConfig != nil, cfg.TLSConfig == nil
-	for _, fb := range cfg.Fallbacks {
-		tls, plain = tls || fb.TLSConfig != nil, plain || fb.TLSConfig == nil
+// tlsUnchecked reports whether one of cfg's connection attempts (the
+// first and its fallbacks) would send the password to an unchecked
+// server: attempts that mix TLS and plaintext (prefer, allow), or TLS
+// that checks no certificate (require).
+func tlsUnchecked(cfg *pgx.ConnConfig) bool {
+	tls, plain := false, false
+	for _, t := range append([]*pgconn.FallbackConfig{{TLSConfig: cfg.TLSConfig}}, cfg.Fallbacks...) {
+		switch {
+		case t.TLSConfig == nil:
+			plain = true
+		case t.TLSConfig.InsecureSkipVerify && t.TLSConfig.VerifyPeerCertificate == nil:
+			return true // require: any certificate
+		default:
+			tls = true
+		}
 	}
 	return tls && plain
 }
@@ -77,8 +88,8 @@ func tlsDowngrade(cfg *pgx.ConnConfig) bool {
 // search_path schema (set search_path in the URL to use another).
 // The pool holds at most 16 connections unless pool_max_conns says
 // otherwise. default_query_exec_mode may be any of pgx's modes but
-// simple_protocol (errSimpleProtocol); sslmode must be set, and not to
-// prefer or allow (errTLSDowngrade). The URL, which may carry a
+// simple_protocol (errSimpleProtocol); sslmode must be verify-full,
+// verify-ca or disable (errTLSUnchecked). The URL, which may carry a
 // password, is never included in an error.
 func Open(ctx context.Context, url string) (*DB, error) {
 	if url == "" {
@@ -95,8 +106,8 @@ func Open(ctx context.Context, url string) (*DB, error) {
 	if cfg.ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeSimpleProtocol {
 		return nil, errSimpleProtocol
 	}
-	if tlsDowngrade(cfg.ConnConfig) {
-		return nil, errTLSDowngrade
+	if tlsUnchecked(cfg.ConnConfig) {
+		return nil, errTLSUnchecked
 	}
 	if cfg.MaxConns < 16 && !strings.Contains(url, "pool_max_conns") { // the URL did not set it
 		cfg.MaxConns = 16
