@@ -382,6 +382,7 @@ type Gateway struct {
 	minted    *mintedTokens
 	inflight  *inflightSet
 	bodies    *semaphore.Weighted // bytes of request bodies held (holdBody)
+	held      heldBodies          // the same, by token
 	transport *http.Transport
 	proxy     *httputil.ReverseProxy
 	now       func() time.Time

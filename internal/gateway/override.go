@@ -1,8 +1,9 @@
 package gateway
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -48,30 +49,35 @@ func isMethodOverride(k string) bool {
 // query or a form body.
 const methodOverrideParam = "_method"
 
-// isMethodOverrideParam reports whether parameter name n (decoded) is
-// methodOverrideParam as PHP reads it into $_GET and $_POST: leading
-// spaces dropped, then ' ', '.' and the first '[' (when no ']' closes
-// it) as '_'; letter case ignored.
+// isMethodOverrideParam reports whether parameter name n (decoded) may
+// be read as methodOverrideParam, ignoring letter case: by PHP into
+// $_GET and $_POST (the name cut at a NUL byte, leading spaces dropped,
+// then ' ', '.' and the first '[' that no ']' closes read as '_'), or
+// by Rack (brackets around and inside the name dropped).
 func isMethodOverrideParam(n string) bool {
+	if i := strings.IndexByte(n, 0); i >= 0 {
+		n = n[:i]
+	}
 	n = strings.TrimLeft(n, " ")
-	var b strings.Builder
+	var php strings.Builder
 	bracket := false
 	for i := 0; i < len(n); i++ {
 		switch c := n[i]; {
 		case c == ' ' || c == '.':
-			b.WriteByte('_')
+			php.WriteByte('_')
 		case c == '[' && !bracket:
 			bracket = true
 			if !strings.Contains(n[i:], "]") {
-				b.WriteByte('_')
+				php.WriteByte('_')
 			} else {
-				b.WriteByte(c)
+				php.WriteByte(c)
 			}
 		default:
-			b.WriteByte(c)
+			php.WriteByte(c)
 		}
 	}
-	return strings.EqualFold(b.String(), methodOverrideParam)
+	rack := strings.NewReplacer("[", "", "]", "").Replace(php.String())
+	return strings.EqualFold(php.String(), methodOverrideParam) || strings.EqualFold(rack, methodOverrideParam)
 }
 
 // mayHoldMethodOverride reports whether raw query q may name
@@ -101,38 +107,87 @@ const maxFormBody = 1 << 20
 // upstream take it as another method.
 var errMethodOverrideBody = fmt.Errorf("%w: a form body may name another method (%s)", ErrPathNotAllowed, methodOverrideParam)
 
-// checkFormOverride refuses a POST to a [KindHTTP] provider whose body is
-// a form that names methodOverrideParam (in any spelling PHP reads as
-// it), a multipart form (not parsed here), or an urlencoded form over
-// maxFormBody. It holds an urlencoded body (holdBody: ErrBusy when the
-// gateway holds too much) and puts it back readable from the start;
-// release is to be called once the request is done.
-func (g *Gateway) checkFormOverride(r *http.Request) (release func(), err error) {
+// bodyMediaType is the media type of Content-Type ct as PHP and Rack
+// read it: lower case, up to the first ';', ',' or white space (so a
+// value mime.ParseMediaType refuses, "application/x-www-form-urlencoded,
+// text/plain", is still a form to them).
+func bodyMediaType(ct string) string {
+	ct = strings.ToLower(strings.TrimSpace(ct))
+	if i := strings.IndexAny(ct, ";, \t"); i >= 0 {
+		ct = ct[:i]
+	}
+	return ct
+}
+
+// checkFormOverride refuses a POST to a [KindHTTP] provider whose body may
+// name another method: a form or a JSON object (Laravel takes a JSON
+// body's members as the request's parameters, and Symfony its _method)
+// with a member isMethodOverrideParam matches, a multipart form (not
+// parsed here), a content-encoded one, or a form over maxFormBody or
+// JSON over maxModelBody (not read whole). It holds the body it reads
+// (holdBody: ErrBusy when the gateway holds too much) and puts it back
+// readable from the start; release is to be called once the request is
+// done.
+func (g *Gateway) checkFormOverride(r *http.Request, jti string) (release func(), err error) {
 	release = func() {}
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
 		return release, nil
 	}
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	switch mt {
-	case "multipart/form-data":
+	mt := bodyMediaType(r.Header.Get("Content-Type"))
+	limit := int64(maxFormBody)
+	switch {
+	case mt == "multipart/form-data":
 		return release, fmt.Errorf("%w: multipart form bodies are not forwarded (a part may name another method, %s)", ErrPathNotAllowed, methodOverrideParam)
-	case "application/x-www-form-urlencoded":
+	case mt == "application/x-www-form-urlencoded":
+	case strings.HasSuffix(mt, "/json") || strings.HasSuffix(mt, "+json"):
+		limit = maxModelBody
 	default:
 		return release, nil
 	}
 	if contentEncoded(r.Header) {
 		return release, errMethodOverrideBody // not read here: it could hold anything
 	}
-	b, release, err := g.holdBody(r, maxFormBody)
+	b, release, err := g.holdBody(r, limit, jti)
 	if err != nil {
 		return release, err
 	}
 	if b == nil {
-		return release, errMethodOverrideBody // over maxFormBody
+		return release, errMethodOverrideBody // over the limit
 	}
-	v, err := url.ParseQuery(string(b))
-	if err != nil || dropMethodOverrides(v) {
+	if mt == "application/x-www-form-urlencoded" {
+		v, err := url.ParseQuery(string(b))
+		if err != nil || dropMethodOverrides(v) {
+			return release, errMethodOverrideBody
+		}
+		return release, nil
+	}
+	if jsonNamesMethodOverride(b) {
 		return release, errMethodOverrideBody
 	}
 	return release, nil
+}
+
+// jsonNamesMethodOverride reports whether b, if it is a JSON object, has
+// a top-level member isMethodOverrideParam matches (names decoded); a
+// body that is not well-formed JSON is forwarded as is (no framework
+// takes parameters from it).
+func jsonNamesMethodOverride(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if k, _ := t.(string); isMethodOverrideParam(k) {
+			return true
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return false
+		}
+	}
+	return false
 }

@@ -313,7 +313,7 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.kind == KindHTTP {
-		release, err := g.checkFormOverride(r)
+		release, err := g.checkFormOverride(r, jti)
 		if err != nil {
 			g.refuse(w, r, name, jti, err)
 			return
@@ -324,7 +324,7 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		var body []byte
 		if p.kind != KindGemini { // its model is in the path
 			var release func()
-			if body, release, err = g.holdBody(r, maxModelBody); err != nil {
+			if body, release, err = g.holdBody(r, maxModelBody, jti); err != nil {
 				g.refuse(w, r, name, jti, err)
 				return
 			}

@@ -2,13 +2,16 @@
 // an upstream credential) can come back in an answer that echoes a
 // request: a debug endpoint or error page quoting a header, a URL or a
 // whole request, in whatever encoding the upstream's framework used.
-// custody scrubs or refuses an answer that holds any of them.
+// custody scrubs or refuses an answer that holds any of them. Not listed,
+// and so not caught: any other transform, line-wrapped base64 among them
+// (README, Known limitations).
 //
 // Forms(secret) is, for a non-empty secret:
 //   - the secret itself;
 //   - JSON-escaped, as encoding/json writes it and with '/' escaped as
 //     "\/" (PHP's json_encode);
 //   - in hex, either case;
+//   - in UTF-16, little- and big-endian (a .NET string's bytes);
 //   - percent-encoded as in a URL's query and path, the escapes' hex
 //     digits in either case;
 //   - in standard and URL-safe base64 at each of the three alignments it
@@ -25,6 +28,7 @@ import (
 	"encoding/json"
 	"net/url"
 	"strings"
+	"unicode/utf16"
 )
 
 // Forms returns the byte strings of secret's forms (see the package
@@ -49,6 +53,13 @@ func Forms(secret string) [][]byte {
 		add(q[1 : len(q)-1])
 		add(bytes.ReplaceAll(q[1:len(q)-1], []byte("/"), []byte(`\/`)))
 	}
+	var le, be []byte
+	for _, c := range utf16.Encode([]rune(secret)) {
+		le = append(le, byte(c), byte(c>>8))
+		be = append(be, byte(c>>8), byte(c))
+	}
+	add(le)
+	add(be)
 	for _, esc := range []string{url.QueryEscape(secret), url.PathEscape(secret)} {
 		add([]byte(esc))
 		add(lowerEscapes(esc))
