@@ -3,6 +3,7 @@ module github.com/agentcustody/custody
 go 1.26.8
 
 require (
+	github.com/go-json-experiment/json v1.27.2
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/jsonschema-go v0.4.3

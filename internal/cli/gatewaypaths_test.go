@@ -37,3 +37,24 @@ func TestGatewayAllowPathFlag(t *testing.T) {
 		t.Errorf("serve --help (exit %d) does not document --gateway-allow-path", code)
 	}
 }
+
+func TestGatewayProviderToolsFlag(t *testing.T) {
+	c := ServeConfig{GatewayProviders: []string{"groq=https://api.groq.com/openai"}, GatewayProviderTools: []string{"anthropic", "groq"}}
+	ps, err := c.providers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ps["anthropic"].ProviderTools || !ps["groq"].ProviderTools || ps["openai"].ProviderTools {
+		t.Errorf("providers = %+v, want anthropic and groq with provider tools, openai without", ps)
+	}
+	for _, bad := range []string{"mistral", "github", ""} {
+		c := ServeConfig{GatewayProviderTools: []string{bad}}
+		if _, err := c.providers(); err == nil || !strings.Contains(err.Error(), "--gateway-provider-tools") {
+			t.Errorf("--gateway-provider-tools %q: err = %v, want a usage error", bad, err)
+		}
+	}
+	code, out, _ := runCLI(t, context.Background(), envMap(nil), "", "serve", "--help")
+	if code != 0 || !strings.Contains(out, "--gateway-provider-tools") {
+		t.Errorf("serve --help (exit %d) does not document --gateway-provider-tools", code)
+	}
+}

@@ -64,6 +64,12 @@ type ServeConfig struct {
 	// NAME=[METHOD ]PATH (see gateway.DefaultAllowPaths for the rule
 	// syntax and the defaults), e.g. "openai=POST /v1/audio/speech".
 	GatewayAllowPaths []string
+	// GatewayProviderTools names the providers (of kind anthropic, openai
+	// or gemini) whose requests may have the provider itself connect out
+	// for the caller: its web fetch, web search and MCP tools, content
+	// given by URL (gateway.ProviderConfig.ProviderTools). Default none:
+	// such requests are refused with 403.
+	GatewayProviderTools []string
 	// GatewayClockLeeway is the clock skew allowed on gateway tokens' exp
 	// and nbf between the replica that minted a token and the one that
 	// checks it: at most 5m, 0 for none. Default 5s. A larger value admits
@@ -299,6 +305,7 @@ func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&c.GatewayProviderAuth, "gateway-provider-auth", c.GatewayProviderAuth, "where a kind-http provider's real credential (its file in --gateway-keys-dir) goes: NAME=header:HEADER[:PREFIX] (PREFIX ending in a letter gets a space: 'acme=header:Authorization:Bearer', 'acme=header:X-API-Key') or NAME=basic:USERNAME (HTTP Basic, the credential as password) (repeatable)")
 	fs.StringSliceVar(&c.GatewayProviderGitURL, "gateway-provider-git-url", c.GatewayProviderGitURL, "a kind-github provider's git smart HTTP upstream: NAME=URL (default github=https://github.com) (repeatable)")
 	fs.StringSliceVar(&c.GatewayAllowPaths, "gateway-allow-path", c.GatewayAllowPaths, "let a provider forward one more endpoint: NAME=[METHOD ]PATH, * one path segment, ** (last) the rest, e.g. 'openai=POST /v1/audio/speech' (repeatable); by default only the SDKs' inference endpoints are forwarded")
+	fs.StringSliceVar(&c.GatewayProviderTools, "gateway-provider-tools", c.GatewayProviderTools, "let a provider of kind anthropic, openai or gemini run tools that connect out for the sandbox (web fetch, web search, MCP servers, content by URL): NAME (repeatable); by default they are refused with 403, since the egress policy decides and records none of those connections")
 	fs.DurationVar(&c.GatewayClockLeeway, "gateway-clock-leeway", c.GatewayClockLeeway, "clock skew allowed on gateway tokens' exp and nbf between the minting replica and this one (0 to 5m; 0: none); larger admits laggier clocks but keeps every token usable that much past its exp")
 	fs.StringVar(&c.GatewayBudgets, "gateway-budgets", c.GatewayBudgets, `JSON file of budgets: {"tenants":{"NS":{"period":"day|month","requests":N,"input_tokens":N,"output_tokens":N}},"default_tenant":{...},"run":{...},"token":{...}}; checked before each request is forwarded, across replicas; 402 "budget exceeded"`)
 	fs.Int64Var(&c.GatewayDefaultMaxOutput, "gateway-default-max-output-tokens", c.GatewayDefaultMaxOutput, "output tokens reserved for, and set as the maximum of, a request that declares no max_tokens while an output budget applies")
@@ -495,6 +502,17 @@ func (c *ServeConfig) providers() (map[string]gateway.ProviderConfig, error) {
 			return nil, fmt.Errorf("--gateway-allow-path %q: %w", a, err)
 		}
 		pc.AllowPaths = append(pc.AllowPaths, rule)
+		out[name] = pc
+	}
+	for _, name := range c.GatewayProviderTools {
+		pc := out[name]
+		if _, builtin := gateway.DefaultProviders()[name]; !builtin && pc.BaseURL == "" {
+			return nil, fmt.Errorf("--gateway-provider-tools %q: no provider %s (add it with --gateway-provider)", name, name)
+		}
+		if k := kindOf(name, pc); k != gateway.KindAnthropic && k != gateway.KindOpenAI && k != gateway.KindGemini {
+			return nil, fmt.Errorf("--gateway-provider-tools %q: %s is of kind %s, which has no provider-run tools", name, name, k)
+		}
+		pc.ProviderTools = true
 		out[name] = pc
 	}
 	if err := c.brokeredProviders(out); err != nil {

@@ -18,7 +18,7 @@ import (
 func TestAttackGeminiToolUsePromptUncounted(t *testing.T) {
 	up := newFakeProvider(t)
 	st := openSQLite(t, t.TempDir())
-	mg := newMeteredGW(t, st, newKey(t), up, meteredOpts{})
+	mg := newMeteredGW(t, st, newKey(t), up, meteredOpts{providerTools: true}) // url_context is a provider-run tool
 	tok := mg.mint(t, gateway.Grant{Providers: []string{"gemini"}, Tenant: "agents", Budget: metering.Usage{InputTokens: 100000}})
 	body := `{"contents":[{"parts":[{"text":"summarize https://example.com/big"}]}],"tools":[{"url_context":{}}]}`
 	if r := mg.post(t, tok, "/gemini/v1beta/models/gemini-fake:generateContent", body, map[string]string{"X-Fake-Input": "20", "X-Fake-Tool-Prompt": "50000"}); r.status != http.StatusOK {

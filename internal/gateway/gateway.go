@@ -27,6 +27,10 @@
 //	repository in the token's repos  else 403 token not valid for repository <owner/name>
 //	  (kind github), with write access if it writes
 //	                                 else 403 token not valid for writing to repository <owner/name>
+//	body read for provider-run tools else 400/413 request body cannot be checked: <why>
+//	  (model kinds only, unless ProviderTools)
+//	no provider-run tool in the body else 403 provider-run tool not allowed for provider <p>: <member>
+//	  (see [ErrProviderTool])
 //	model in the token's models      else 403 token not valid for model <m>
 //	  (model kinds only)
 //	gateway holds a key for <p>      else 502 gateway holds no key for provider <p>
@@ -259,13 +263,15 @@ func HTTPStatusFor(err error) int {
 		return http.StatusServiceUnavailable
 	case errors.Is(err, ErrMissingToken), errors.Is(err, ErrInvalidToken), errors.Is(err, ErrRevoked):
 		return http.StatusUnauthorized
-	case errors.Is(err, ErrForbidden), errors.Is(err, ErrPathNotAllowed):
+	case errors.Is(err, ErrForbidden), errors.Is(err, ErrPathNotAllowed), errors.Is(err, ErrProviderTool):
 		return http.StatusForbidden
 	case errors.Is(err, ErrNoProviderKey), errors.Is(err, ErrUpstream):
 		return http.StatusBadGateway
 	case errors.Is(err, ErrUpstreamTimeout):
 		return http.StatusGatewayTimeout
-	case errors.Is(err, ErrBadGrant), errors.Is(err, ErrUnmeterable):
+	case errors.Is(err, ErrBodyTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, ErrBadGrant), errors.Is(err, ErrUnmeterable), errors.Is(err, ErrBodyUnchecked):
 		return http.StatusBadRequest
 	case errors.Is(err, metering.ErrBudgetExceeded):
 		return http.StatusPaymentRequired
@@ -284,7 +290,7 @@ func refusalFor(err error) (int, string) {
 	status := HTTPStatusFor(err)
 	for _, s := range []error{ErrUnknownProvider, ErrMissingToken, ErrInvalidToken, ErrForbidden, ErrRevoked,
 		ErrRevocationStale, ErrBusy, ErrPathNotAllowed, ErrNoProviderKey, ErrUpstream, ErrUpstreamTimeout,
-		metering.ErrBudgetExceeded, metering.ErrUnavailable, ErrUnmeterable} {
+		metering.ErrBudgetExceeded, metering.ErrUnavailable, ErrUnmeterable, ErrProviderTool, ErrBodyUnchecked} {
 		if errors.Is(err, s) {
 			return status, err.Error()
 		}
@@ -359,6 +365,9 @@ type provider struct {
 	allow []pathRule
 	git   *url.URL     // KindGitHub: the git smart HTTP upstream
 	auth  ProviderAuth // KindHTTP: where the credential goes
+	// providerTools: requests may have the provider connect out
+	// (ProviderConfig.ProviderTools).
+	providerTools bool
 	// forms memoizes secretForms of the last key it was asked for (the
 	// key changes only when its file is rotated).
 	forms atomic.Pointer[keyForms]

@@ -42,6 +42,8 @@ type meteredGW struct {
 type meteredOpts struct {
 	policy  metering.Policy
 	reserve int64
+	// providerTools: the providers allow provider-run tools.
+	providerTools bool
 }
 
 func newMeteredGW(t testing.TB, st meteredStore, key ed25519.PrivateKey, up *fakeProvider, o meteredOpts) *meteredGW {
@@ -59,7 +61,7 @@ func newMeteredGW(t testing.TB, st meteredStore, key ed25519.PrivateKey, up *fak
 	}
 	providers := map[string]gateway.ProviderConfig{}
 	for _, p := range []string{"anthropic", "openai", "gemini"} {
-		providers[p] = gateway.ProviderConfig{BaseURL: up.srv.URL}
+		providers[p] = gateway.ProviderConfig{BaseURL: up.srv.URL, ProviderTools: o.providerTools}
 	}
 	g, err := gateway.New(context.Background(), gateway.Options{
 		Store: st, Providers: providers, KeysDir: keys, SigningKey: key,

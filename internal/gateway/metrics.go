@@ -28,6 +28,8 @@ const (
 	outcomeBudgetUnchecked = "budget_unavailable"
 	outcomeUnmeterable     = "unmeterable"
 	outcomeBusy            = "busy"
+	outcomeProviderTool    = "provider_tool"
+	outcomeBodyUnchecked   = "body_unchecked"
 )
 
 // metrics are the gateway's collectors. They always exist; they are
@@ -122,6 +124,10 @@ func outcomeFor(err error) string {
 		return outcomeUnmeterable
 	case errors.Is(err, ErrBusy):
 		return outcomeBusy
+	case errors.Is(err, ErrProviderTool):
+		return outcomeProviderTool
+	case errors.Is(err, ErrBodyUnchecked):
+		return outcomeBodyUnchecked
 	}
 	return outcomeUpstreamError
 }

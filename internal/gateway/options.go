@@ -56,6 +56,13 @@ type ProviderConfig struct {
 	// Auth says, for [KindHTTP] (required), where the real credential
 	// goes. Nil for the other kinds.
 	Auth *ProviderAuth
+	// ProviderTools lets requests to a provider of kind anthropic, openai
+	// or gemini have the provider connect out for the caller (its web
+	// fetch, web search and MCP tools, content by URL); false, the
+	// default, refuses them with [ErrProviderTool] (see
+	// [ErrProviderTool]'s block). Such connections are decided by no
+	// egress policy and recorded in no run.
+	ProviderTools bool
 }
 
 // DefaultProviders are the built-in providers.
@@ -193,7 +200,7 @@ func buildProviders(in map[string]ProviderConfig) (map[string]*provider, error) 
 		if err != nil {
 			return nil, fmt.Errorf("gateway: provider %s: %w", name, err)
 		}
-		p := &provider{name: name, kind: c.Kind, base: u, allow: allow}
+		p := &provider{name: name, kind: c.Kind, base: u, allow: allow, providerTools: c.ProviderTools}
 		if err := buildBrokered(name, c, p); err != nil {
 			return nil, err
 		}

@@ -320,15 +320,27 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		}
 		defer release()
 	}
-	if len(claims.Models) > 0 && hasModels(p.kind) {
-		var body []byte
-		if p.kind != KindGemini { // its model is in the path
-			var release func()
-			if body, release, err = g.holdBody(r, maxModelBody, jti); err != nil {
-				g.refuse(w, r, name, jti, err)
-				return
-			}
-			defer release()
+	hasBody := r.Body != nil && r.Body != http.NoBody
+	checkTools := hasModels(p.kind) && !p.providerTools && hasBody
+	needModel := len(claims.Models) > 0 && hasModels(p.kind)
+	var body []byte
+	if checkTools || (needModel && p.kind != KindGemini) { // gemini's model is in the path
+		var release func()
+		if body, release, err = g.holdBody(r, maxModelBody, jti); err != nil {
+			g.refuse(w, r, name, jti, err)
+			return
+		}
+		defer release()
+	}
+	if checkTools {
+		if err := checkProviderTools(p, r, body, hasBody); err != nil {
+			g.refuse(w, r, name, jti, err)
+			return
+		}
+	}
+	if needModel {
+		if p.kind == KindGemini {
+			body = nil
 		}
 		if model = requestModel(p, r, rest, body); !claims.AllowsModel(model) {
 			g.refuse(w, r, name, jti, fmt.Errorf("%w %s", ErrModelScope, shownModel(model)))

@@ -84,7 +84,7 @@ func TestRefusals(t *testing.T) {
 		{"model not allowed", "POST", "/anthropic/v1/messages", bearer(modelTok.Token), `{"model":"claude-big","max_tokens":1}`, 403, "token not valid for model claude-big"},
 		{"model with a newline", "POST", "/anthropic/v1/messages", bearer(modelTok.Token), `{"model":"x\ny"}`, 403, "token not valid for model x%0Ay"},
 		{"model missing", "POST", "/anthropic/v1/messages", bearer(modelTok.Token), `{"max_tokens":1}`, 403, "token not valid for model (none)"},
-		{"model body not JSON", "POST", "/anthropic/v1/messages", bearer(modelTok.Token), `model=claude-ok`, 403, "token not valid for model (none)"},
+		{"model body not JSON", "POST", "/anthropic/v1/messages", bearer(modelTok.Token), `model=claude-ok`, 400, "request body cannot be checked: not JSON"},
 		{"gemini model not allowed", "POST", "/gemini/v1beta/models/gemini-big:generateContent", bearer(modelTok.Token), "{}", 403, "token not valid for model gemini-big"},
 		{"admin path on data port", "POST", "/v1/gateway/tokens", bearer(anth.Token), `{"providers":["anthropic"]}`, 404, "404 page not found"},
 		{"admin revoke path on data port", "POST", "/v1/gateway/tokens/" + anth.JTI + "/revoke", nil, "", 404, "404 page not found"},
@@ -487,7 +487,7 @@ func TestModelsAllowList(t *testing.T) {
 		{"case-variant model key", tok, "/openai/v1/chat/completions", `{"model":"gpt-ok","MODEL":"gpt-big"}`, 403},
 		{"escaped model key", tok, "/openai/v1/chat/completions", `{"mod\u0065l":"gpt-ok"}`, 200},
 		{"nested model ignored", tok, "/openai/v1/chat/completions", `{"extra":{"model":"gpt-big"},"model":"gpt-ok"}`, 200},
-		{"trailing JSON", tok, "/openai/v1/chat/completions", `{"model":"gpt-ok"}{"model":"gpt-big"}`, 403},
+		{"trailing JSON", tok, "/openai/v1/chat/completions", `{"model":"gpt-ok"}{"model":"gpt-big"}`, 400},
 		{"gemini dot segments", tok, "/gemini/v1beta/models/gemini-ok:generateContent/../../models/gemini-big:generateContent", `{}`, 403},
 		{"gemini two model segments", tok, "/gemini/v1beta/models/gemini-ok/models/gemini-big:generateContent", `{}`, 403},
 	}

