@@ -4,52 +4,64 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 )
 
 // maxHeldBodies bounds the request bytes the gateway holds in memory at
 // once, over all requests and tokens: bodies read whole to find their
 // model (up to maxModelBody each) or a kind http POST's parameters
-// (checkFormOverride). maxHeldPerToken bounds one token's share, so that
-// one sandbox cannot take it all. A request whose body would pass either
+// (checkFormOverride), or read for provider-run tools. maxHeldPerHolder
+// bounds the share of one holder (bodyHolder: a sandbox, over all its
+// tokens), so that one sandbox cannot take it all. A request whose body would pass either
 // is refused with ErrBusy (503, Retry-After) rather than queued. 64 MiB:
 // four of the largest bodies at once, hundreds of ordinary ones (the
 // process also runs memory and the signer); a token: one of the largest.
 const (
 	maxHeldBodies   = 64 << 20
-	maxHeldPerToken = maxModelBody + 1
+	maxHeldPerHolder = maxModelBody + 1
 )
 
-// heldBodies counts the bytes each token holds (holdBody).
+// heldBodies counts the bytes each holder holds (holdBody).
 type heldBodies struct {
 	mu    sync.Mutex
-	bytes map[string]int64 // by jti; no entry at 0
+	bytes map[string]int64 // by bodyHolder; no entry at 0
 }
 
-// take adds n to jti's count if that stays within maxHeldPerToken.
-func (h *heldBodies) take(jti string, n int64) bool {
+// bodyHolder is whose share of the held bodies a request of c counts
+// against: its sandbox (tenant and agent) when the token names one, so
+// that the tokens of one sandbox's processes share one, else the token.
+func bodyHolder(c *Claims) string {
+	if c.Tenant != "" || c.Agent != "" {
+		return "sandbox " + strconv.Itoa(len(c.Tenant)) + ":" + c.Tenant + "/" + c.Agent
+	}
+	return "token " + c.ID
+}
+
+// take adds n to holder's count if that stays within maxHeldPerHolder.
+func (h *heldBodies) take(holder string, n int64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.bytes[jti]+n > maxHeldPerToken {
+	if h.bytes[holder]+n > maxHeldPerHolder {
 		return false
 	}
 	if h.bytes == nil {
 		h.bytes = make(map[string]int64)
 	}
-	h.bytes[jti] += n
+	h.bytes[holder] += n
 	return true
 }
 
-// give subtracts n from jti's count.
-func (h *heldBodies) give(jti string, n int64) {
+// give subtracts n from holder's count.
+func (h *heldBodies) give(holder string, n int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.bytes[jti] -= n; h.bytes[jti] <= 0 {
-		delete(h.bytes, jti)
+	if h.bytes[holder] -= n; h.bytes[holder] <= 0 {
+		delete(h.bytes, holder)
 	}
 }
 
-// holdBody reads r's body whole, up to limit bytes, for the token jti,
+// holdBody reads r's body whole, up to limit bytes, for holder (bodyHolder),
 // and puts it back, readable from the start. It returns the bytes, or nil
 // if the body was over limit (r's body is then empty), and release, which
 // gives the bytes back to the gateway's and the token's budgets: call it
@@ -57,7 +69,7 @@ func (h *heldBodies) give(jti string, n int64) {
 // reserves the body's Content-Length, or limit+1 bytes when that is
 // unknown or larger, before reading, and keeps what it read; ErrBusy if
 // either budget has no room. A request without a body holds nothing.
-func (g *Gateway) holdBody(r *http.Request, limit int64, jti string) (b []byte, release func(), err error) {
+func (g *Gateway) holdBody(r *http.Request, limit int64, holder string) (b []byte, release func(), err error) {
 	release = func() {}
 	if r.Body == nil || r.Body == http.NoBody {
 		return nil, release, nil
@@ -66,23 +78,23 @@ func (g *Gateway) holdBody(r *http.Request, limit int64, jti string) (b []byte, 
 	if r.ContentLength >= 0 && r.ContentLength <= limit {
 		reserve = r.ContentLength + 1 // +1: a body longer than declared is read to one past
 	}
-	if !g.held.take(jti, reserve) {
+	if !g.held.take(holder, reserve) {
 		return nil, release, ErrBusy
 	}
 	if !g.bodies.TryAcquire(reserve) {
-		g.held.give(jti, reserve)
+		g.held.give(holder, reserve)
 		return nil, release, ErrBusy
 	}
 	b, err = io.ReadAll(io.LimitReader(r.Body, reserve))
 	r.Body.Close()
 	held := int64(len(b))
 	g.bodies.Release(reserve - held)
-	g.held.give(jti, reserve-held)
+	g.held.give(holder, reserve-held)
 	var once sync.Once
 	release = func() {
 		once.Do(func() {
 			g.bodies.Release(held)
-			g.held.give(jti, held)
+			g.held.give(holder, held)
 		})
 	}
 	if err != nil || held > limit {

@@ -15,11 +15,11 @@ import (
 // ReadTimeout). The 64 MiB budget is shared by every tenant and token, so
 // one token opening four requests declaring 16 MiB that send nothing makes every
 // other tenant's model-scoped request 503 busy: one sandbox denied the
-// gateway to all, with no memory actually held. A token holds at most
-// maxHeldPerToken (one of the largest bodies): the other tenant gets in.
+// gateway to all, with no memory actually held. A sandbox holds at most
+// maxHeldPerHolder (one of the largest bodies) over all its tokens (one
+// per process: here each request has its own): the other tenant gets in.
 func TestAttackBodyBudgetHeldByOneToken(t *testing.T) {
 	e := newEnv(t)
-	attacker := e.mint(t, Grant{Providers: []string{"openai"}, Models: []string{"gpt-4o-mini"}, Tenant: "evil", Agent: "a"}).Token
 	victim := e.mint(t, Grant{Providers: []string{"openai"}, Models: []string{"gpt-4o-mini"}, Tenant: "good", Agent: "b"}).Token
 	var writers []*io.PipeWriter
 	defer func() {
@@ -28,6 +28,7 @@ func TestAttackBodyBudgetHeldByOneToken(t *testing.T) {
 		}
 	}()
 	for range 4 {
+		attacker := e.mint(t, Grant{Providers: []string{"openai"}, Models: []string{"gpt-4o-mini"}, Tenant: "evil", Agent: "a"}).Token
 		pr, pw := io.Pipe()
 		writers = append(writers, pw)
 		req, _ := http.NewRequest("POST", e.data.URL+"/openai/v1/chat/completions", pr)
@@ -64,6 +65,6 @@ func TestAttackBodyBudgetHeldByOneToken(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode == http.StatusServiceUnavailable {
-		t.Errorf("another tenant's 37-byte request: %d %q while one token holds four requests declaring 16 MiB open (no body bytes sent): the whole 64 MiB budget is reserved up front per request, with no share per token", resp.StatusCode, strings.TrimSpace(string(b)))
+		t.Errorf("another tenant's 37-byte request: %d %q while one sandbox holds four requests declaring 16 MiB open, one per token (no body bytes sent): the whole 64 MiB budget is reserved up front per request, with no share per sandbox", resp.StatusCode, strings.TrimSpace(string(b)))
 	}
 }

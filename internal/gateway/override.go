@@ -128,7 +128,7 @@ func bodyMediaType(ct string) string {
 // (holdBody: ErrBusy when the gateway holds too much) and puts it back
 // readable from the start; release is to be called once the request is
 // done.
-func (g *Gateway) checkFormOverride(r *http.Request, jti string) (release func(), err error) {
+func (g *Gateway) checkFormOverride(r *http.Request, holder string) (release func(), err error) {
 	release = func() {}
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {
 		return release, nil
@@ -147,7 +147,7 @@ func (g *Gateway) checkFormOverride(r *http.Request, jti string) (release func()
 	if contentEncoded(r.Header) {
 		return release, errMethodOverrideBody // not read here: it could hold anything
 	}
-	b, release, err := g.holdBody(r, limit, jti)
+	b, release, err := g.holdBody(r, limit, holder)
 	if err != nil {
 		return release, err
 	}

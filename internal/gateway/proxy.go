@@ -313,7 +313,7 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if p.kind == KindHTTP {
-		release, err := g.checkFormOverride(r, jti)
+		release, err := g.checkFormOverride(r, bodyHolder(claims))
 		if err != nil {
 			g.refuse(w, r, name, jti, err)
 			return
@@ -326,7 +326,7 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 	var body []byte
 	if checkTools || (needModel && p.kind != KindGemini) { // gemini's model is in the path
 		var release func()
-		if body, release, err = g.holdBody(r, maxModelBody, jti); err != nil {
+		if body, release, err = g.holdBody(r, maxModelBody, bodyHolder(claims)); err != nil {
 			g.refuse(w, r, name, jti, err)
 			return
 		}
