@@ -18,7 +18,7 @@ import (
 // four of the largest bodies at once, hundreds of ordinary ones (the
 // process also runs memory and the signer); a token: one of the largest.
 const (
-	maxHeldBodies   = 64 << 20
+	maxHeldBodies    = 64 << 20
 	maxHeldPerHolder = maxModelBody + 1
 )
 

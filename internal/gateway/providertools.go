@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -40,9 +41,11 @@ import (
 //   - in the top-level "tools" (array or object), a tool whose "type" is
 //     not one the caller runs itself or one the provider runs without
 //     the network (function, custom, bash_*, text_editor_*, computer_*,
-//     memory_*, code_execution_*, tool_search_tool_*, computer_use*,
+//     browser_toolset_*, memory_*, code_execution_*, tool_search_tool_*,
+//     advisor_*, computer_use*,
 //     local_shell, shell, apply_patch, code_interpreter, file_search,
-//     image_generation), or a tool without a type that holds a member
+//     image_generation, tool_search, computer, and namespace, whose own
+//     tools are checked alike), or a tool without a type that holds a member
 //     other than a function's (name, description, input_schema, ...) or
 //     Gemini's functionDeclarations, codeExecution or computerUse.
 //
@@ -334,6 +337,17 @@ func toolReach(t jsontext.Value) string {
 			typed = true
 			continue
 		}
+		if string(name) == "tools" { // a group of tools (OpenAI's namespace): each is checked
+			raw, err := dec.ReadValue()
+			if err != nil {
+				return "not an object"
+			}
+			if what := nestedToolsReach(raw); what != "" {
+				return what
+			}
+			keys = append(keys, "tools")
+			continue
+		}
 		if dec.SkipValue() != nil {
 			return "not an object"
 		}
@@ -348,6 +362,30 @@ func toolReach(t jsontext.Value) string {
 			continue
 		}
 		return "member " + shownPointer(k)
+	}
+	return ""
+}
+
+// nestedToolsReach checks the tools of a group, an array or one tool.
+func nestedToolsReach(raw jsontext.Value) string {
+	if raw.Kind() != '[' {
+		if what := toolReach(raw); what != "" {
+			return "tools " + what
+		}
+		return ""
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(raw), reachOptions...)
+	if _, err := dec.ReadToken(); err != nil {
+		return "not an object"
+	}
+	for i := 0; dec.PeekKind() != ']'; i++ {
+		t, err := dec.ReadValue()
+		if err != nil {
+			return "not an object"
+		}
+		if what := toolReach(t); what != "" {
+			return "tools/" + strconv.Itoa(i) + " " + what
+		}
 	}
 	return ""
 }
@@ -367,11 +405,11 @@ var geminiLocalTools = map[string]bool{"functiondeclarations": true, "codeexecut
 // by the provider without connecting out.
 func localToolType(t string) bool {
 	switch strings.ToLower(t) {
-	case "function", "custom", "computer_use_preview", "computer_use", "local_shell", "shell",
-		"apply_patch", "code_interpreter", "file_search", "image_generation":
+	case "function", "custom", "computer", "computer_use_preview", "computer_use", "local_shell", "shell",
+		"apply_patch", "code_interpreter", "file_search", "image_generation", "tool_search", "namespace":
 		return true
 	}
-	for _, p := range []string{"bash_", "text_editor_", "computer_", "memory_", "code_execution_", "tool_search_tool_"} {
+	for _, p := range []string{"bash_", "text_editor_", "computer_", "browser_toolset_", "memory_", "code_execution_", "tool_search_tool_", "advisor_"} {
 		if len(t) > len(p) && strings.EqualFold(t[:len(p)], p) {
 			return true
 		}

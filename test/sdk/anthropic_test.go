@@ -83,3 +83,25 @@ func TestAnthropicRefusalNotRetried(t *testing.T) {
 	checkRefusal(t, "call to a provider without a key", err, "gateway holds no key for provider nokey-anthropic")
 	checkOneAttempt(t, n)
 }
+
+// TestAnthropicProviderToolRefused: the SDK's own web fetch tool is
+// refused by the gateway (the provider would fetch a URL the sandbox
+// names), as a typed 403 the SDK does not retry; the same request
+// without it goes through.
+func TestAnthropicProviderToolRefused(t *testing.T) {
+	tok := mint(t, "anthropic")
+	c, n := anthropicClient("anthropic", tok.Token)
+	p := messageParams("claude-standin")
+	p.Tools = []anthropic.ToolUnionParam{{OfWebFetchTool20250910: &anthropic.WebFetchTool20250910Param{}}}
+	_, err := c.Messages.New(context.Background(), p)
+	checkRefusal(t, "call with the web fetch tool", err, "provider-run tool not allowed for provider anthropic: /tools/0 type web_fetch_20250910")
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 403 {
+		t.Errorf("error %v, want a 403 anthropic.Error", err)
+	}
+	checkOneAttempt(t, n)
+	p.Tools = []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "read_file", InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"path": map[string]any{"type": "string"}}}}}}
+	if _, err := c.Messages.New(context.Background(), p); err != nil {
+		t.Errorf("call with a caller-run tool: %v", err)
+	}
+}

