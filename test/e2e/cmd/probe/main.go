@@ -3,7 +3,8 @@
 // the model API the way an SDK does, with the key and base URL from its
 // environment (ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL). It prints
 // "STATUS BODY". With -copy-token-to it also writes its key to a file,
-// playing a process that leaks its credential.
+// playing a process that leaks its credential. With -web-fetch URL it
+// asks the model to have the provider fetch URL (the web fetch tool).
 //
 // With -exchange-every D it is instead the sandbox's long-running agent
 // process (the container of deploy/base/sandbox/sandboxtemplate.yaml on
@@ -31,6 +32,7 @@ func main() {
 	every := flag.Duration("exchange-every", 0, "run as the sandbox's agent: exchange the projected token this often, forever")
 	model := flag.String("model", "claude-sonnet-4-5", "the model to ask")
 	fetch := flag.String("fetch", "", "instead of calling the model, GET this URL (through HTTP_PROXY if set) and print the status and body")
+	webFetch := flag.String("web-fetch", "", "call the model with the provider's web fetch tool, asking it to fetch this URL (the provider would connect to it)")
 	flag.Parse()
 	if *fetch != "" {
 		// Like curl, and unlike Go's ProxyFromEnvironment, loopback
@@ -71,6 +73,10 @@ func main() {
 		}
 	}
 	body := []byte(`{"model":` + strconv.Quote(*model) + `,"max_tokens":16,"messages":[{"role":"user","content":"hello"}]}`)
+	if *webFetch != "" {
+		body = []byte(`{"model":` + strconv.Quote(*model) + `,"max_tokens":16,"messages":[{"role":"user","content":` +
+			strconv.Quote("fetch "+*webFetch) + `}],"tools":[{"type":"web_fetch_20250910","name":"web_fetch"}]}`)
+	}
 	req, _ := http.NewRequest("POST", base+"/v1/messages", bytes.NewReader(body))
 	req.Header.Set("x-api-key", key)
 	req.Header.Set("anthropic-version", "2023-06-01")
