@@ -1,0 +1,26 @@
+package gateway
+
+import "testing"
+
+// FINDING (medium, false positive that breaks real use): URL members are
+// refused "at any depth outside tools", which includes the arguments of
+// the caller's own tool calls and the results it sends back. A provider
+// never fetches those: Anthropic's tool_use.input and Gemini's
+// functionCall.args are the model's arguments to a tool the caller runs,
+// functionResponse.response is the caller's result (docs.anthropic.com
+// "Tool use": tool_use blocks are replayed in messages; ai.google.dev
+// "Function calling": functionCall / functionResponse parts are sent back
+// in contents). Agents replay them on every turn, and a url argument is
+// the norm for fetch and browser tools (Claude Code's client-side
+// WebFetch takes {"url","prompt"}; Playwright MCP's browser_navigate and
+// mcp-server-fetch take {"url"}). After its first fetch, every later turn
+// of such an agent is refused with 403, though the fetch was the
+// sandbox's own, through its egress policy.
+func TestAttackProviderToolsFalsePositiveToolArgs(t *testing.T) {
+	e := newEnv(t, defaultPaths(nil))
+	tok := e.mint(t, Grant{Providers: []string{"anthropic", "gemini"}}).Token
+	attackExpectForwarded(t, e, tok, "anthropic", "/v1/messages",
+		`{"model":"claude-sonnet-4-5","max_tokens":1024,"tools":[{"name":"WebFetch","description":"fetch a URL","input_schema":{"type":"object","properties":{"url":{"type":"string"},"prompt":{"type":"string"}},"required":["url","prompt"]}}],"messages":[{"role":"user","content":"Summarize the Go 1.25 release notes"},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_01","name":"WebFetch","input":{"url":"https://go.dev/doc/go1.25","prompt":"summarize"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_01","content":"Go 1.25 adds ..."}]}]}`)
+	attackExpectForwarded(t, e, tok, "gemini", "/v1beta/models/gemini-2.5-flash:generateContent",
+		`{"contents":[{"role":"user","parts":[{"text":"open the docs"}]},{"role":"model","parts":[{"functionCall":{"name":"browser_navigate","args":{"url":"https://go.dev/doc/"}}}]},{"role":"user","parts":[{"functionResponse":{"name":"browser_navigate","response":{"url":"https://go.dev/doc/","title":"Documentation"}}}]}],"tools":[{"functionDeclarations":[{"name":"browser_navigate","parameters":{"type":"object","properties":{"url":{"type":"string"}}}}]}]}`)
+}
