@@ -24,3 +24,18 @@ func TestAttackProviderToolsFalsePositiveToolArgs(t *testing.T) {
 	attackExpectForwarded(t, e, tok, "gemini", "/v1beta/models/gemini-2.5-flash:generateContent",
 		`{"contents":[{"role":"user","parts":[{"text":"open the docs"}]},{"role":"model","parts":[{"functionCall":{"name":"browser_navigate","args":{"url":"https://go.dev/doc/"}}}]},{"role":"user","parts":[{"functionResponse":{"name":"browser_navigate","response":{"url":"https://go.dev/doc/","title":"Documentation"}}}]}],"tools":[{"functionDeclarations":[{"name":"browser_navigate","parameters":{"type":"object","properties":{"url":{"type":"string"}}}}]}]}`)
 }
+
+// FINDING (low, false positive): OpenAI's generally available computer
+// tool is {"type":"computer"} (openai-python types/responses/
+// computer_tool_param.py: type: Required[Literal["computer"]], "A tool
+// that controls a virtual computer"), run by the caller like
+// computer_use_preview: the model returns computer_call actions and the
+// client performs them. The allow list has "computer_use_preview",
+// "computer_use" and the prefix "computer_" (which needs the underscore),
+// so the GA tool of the SDKs is refused with 403 as a provider-run tool.
+func TestAttackProviderToolsFalsePositiveComputerTool(t *testing.T) {
+	e := newEnv(t, defaultPaths(nil))
+	tok := e.mint(t, Grant{Providers: []string{"openai"}}).Token
+	attackExpectForwarded(t, e, tok, "openai", "/v1/responses",
+		`{"model":"gpt-5.5","input":"open the settings page","tools":[{"type":"computer"}]}`)
+}
