@@ -39,3 +39,18 @@ func TestAttackProviderToolsFalsePositiveComputerTool(t *testing.T) {
 	attackExpectForwarded(t, e, tok, "openai", "/v1/responses",
 		`{"model":"gpt-5.5","input":"open the settings page","tools":[{"type":"computer"}]}`)
 }
+
+// FINDING (low, false positive): two Responses API tool types that reach
+// nothing are refused as provider-run network tools: "tool_search"
+// ("Hosted or BYOT tool search configuration for deferred tools",
+// openai-python types/responses/tool_search_tool_param.py: it searches
+// the request's own tools marked defer_loading) and "namespace" ("Groups
+// function/custom tools under a shared namespace", namespace_tool_param.py:
+// its tools are only function and custom tools). Agents that load their
+// many function tools through tool search (gpt-5.4 and later) get 403.
+func TestAttackProviderToolsFalsePositiveToolSearchNamespace(t *testing.T) {
+	e := newEnv(t, defaultPaths(nil))
+	tok := e.mint(t, Grant{Providers: []string{"openai"}}).Token
+	attackExpectForwarded(t, e, tok, "openai", "/v1/responses",
+		`{"model":"gpt-5.5","input":"list my open orders","tools":[{"type":"tool_search"},{"type":"namespace","name":"crm","description":"CRM tools","tools":[{"type":"function","name":"list_open_orders","description":"List open orders","defer_loading":true,"parameters":{"type":"object","properties":{"customer":{"type":"string"}}}}]}]}`)
+}
