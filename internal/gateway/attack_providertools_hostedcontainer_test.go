@@ -19,7 +19,7 @@ func attackExpectRefused(t *testing.T, e *env, tok, provider, path, body string,
 	forwarded := len(e.up[provider].requests()) != before
 	if code != http.StatusForbidden || !strings.HasPrefix(resp, ErrProviderTool.Error()) || forwarded {
 		t.Errorf("%s: = %d %q (forwarded to the provider: %v); want 403 %q, not forwarded",
-			body, code, strings.TrimSpace(resp), forwarded, ErrProviderTool.Error())
+			attackShort(body), code, strings.TrimSpace(resp), forwarded, ErrProviderTool.Error())
 	}
 }
 
@@ -30,7 +30,7 @@ func attackExpectForwarded(t *testing.T, e *env, tok, provider, path, body strin
 	before := len(e.up[provider].requests())
 	code, _, resp := e.do(t, "POST", "/"+provider+path, bearer(tok), body)
 	if code != http.StatusOK || len(e.up[provider].requests()) == before {
-		t.Errorf("%s: = %d %q; want forwarded", body, code, strings.TrimSpace(resp))
+		t.Errorf("%s: = %d %q; want forwarded", attackShort(body), code, strings.TrimSpace(resp))
 	}
 }
 
@@ -71,4 +71,12 @@ func TestAttackProviderToolsHostedContainerNetwork(t *testing.T) {
 	} {
 		attackExpectForwarded(t, e, tok, "openai", "/v1/responses", body)
 	}
+}
+
+// attackShort is body as a failure shows it: at most 400 bytes.
+func attackShort(body string) string {
+	if len(body) > 400 {
+		return body[:400] + "..."
+	}
+	return body
 }
