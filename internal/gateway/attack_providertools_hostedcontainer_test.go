@@ -40,7 +40,9 @@ func attackExpectForwarded(t *testing.T, e *env, tok, provider, path, body strin
 // the Responses API's hosted shell ({"type":"shell","environment":
 // {"type":"container_auto","network_policy":{"type":"allowlist",
 // "allowed_domains":[...]}}}, developers.openai.com/api/docs/guides/
-// tools-shell, "Hosted shell" / network_policy "allowed_domains",
+// tools-shell, "Hosted shell"; openai-python types/responses/
+// container_auto_param.py: network_policy: "Network access policy for the
+// container", ContainerNetworkPolicyAllowlistParam "allowed_domains",
 // optionally with "domain_secrets" injected for those domains) and
 // code_interpreter's auto container (container.network_policy,
 // OpenAI::Models::Responses::Tool::CodeInterpreter::Container::
