@@ -13,12 +13,13 @@ import (
 // model (up to maxModelBody each) or a kind http POST's parameters
 // (checkFormOverride), or read for provider-run tools. maxHeldPerHolder
 // bounds the share of one holder (bodyHolder: a sandbox, over all its
-// tokens), so that one sandbox cannot take it all. A request whose body would pass either
-// is refused with ErrBusy (503, Retry-After) rather than queued. 64 MiB:
-// four of the largest bodies at once, hundreds of ordinary ones (the
-// process also runs memory and the signer); a token: one of the largest.
+// tokens), so that one sandbox cannot take it all. A request whose body
+// would pass either is refused with ErrBusy (503, Retry-After) rather than
+// queued. 128 MiB: four of the largest bodies at once, thousands of
+// ordinary ones (the process also runs memory and the signer); a sandbox:
+// one of the largest.
 const (
-	maxHeldBodies    = 64 << 20
+	maxHeldBodies    = 128 << 20
 	maxHeldPerHolder = maxModelBody + 1
 )
 

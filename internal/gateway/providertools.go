@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"slices"
@@ -21,33 +22,45 @@ import (
 // A model request can ask the provider itself to connect somewhere on
 // the caller's behalf: a tool the provider runs (Anthropic's web fetch and
 // web search, its MCP connector's mcp_servers, OpenAI's remote MCP and
-// web search tools, Gemini's URL context and Google Search), or content
-// it fetches from a URL (an image, a document or a file given by URL). A
-// sandbox whose only way out is custody could use one to send what it
-// holds to any host, decided by no egress policy and named in no record.
+// web search tools, Gemini's URL context and Google Search), a hosted
+// container given network access, a model that searches the web on every
+// request, or content it fetches from a URL (an image, a document or a
+// file given by URL). A sandbox whose only way out is custody could use
+// one to send what it holds to any host, decided by no egress policy and
+// named in no record.
 //
 // So, unless the provider is configured with
 // [ProviderConfig.ProviderTools], the gateway reads the body of every
 // request to a provider of kind anthropic, openai or gemini (whatever
-// the method or endpoint) and refuses, with 403 [ErrProviderTool], one
-// that holds:
+// the method or endpoint, batches included) and refuses, with 403
+// [ErrProviderTool], one that holds at any depth:
 //
-//   - at any depth outside "tools", a member mcp_servers or
-//     web_search_options (not null);
-//   - at any depth outside "tools", a URL member (url, uri, image_url,
-//     file_url, file_uri, server_url, and their other spellings) whose
-//     string value is neither a data: URL nor an https URL of the
-//     provider's own host (e.g. a file of its Files API);
-//   - in the top-level "tools" (array or object), a tool whose "type" is
+//   - a member mcp_servers or web_search_options (not null), or, at the
+//     top, plugins (OpenRouter's web plugin);
+//   - a member network_policy other than null or {"type":"disabled"}
+//     (OpenAI's hosted shell and code interpreter containers);
+//   - a URL member (url, uri, image_url, file_url, file_uri, server_url,
+//     and their other spellings) whose string value is neither a data:
+//     URL nor an https URL under the provider's own base URL (e.g. a
+//     file of Gemini's Files API);
+//   - a member "tools" (array or one tool) holding a tool whose "type" is
 //     not one the caller runs itself or one the provider runs without
-//     the network (function, custom, bash_*, text_editor_*, computer_*,
-//     browser_toolset_*, memory_*, code_execution_*, tool_search_tool_*,
-//     advisor_*, computer_use*,
-//     local_shell, shell, apply_patch, code_interpreter, file_search,
-//     image_generation, tool_search, computer, and namespace, whose own
-//     tools are checked alike), or a tool without a type that holds a member
-//     other than a function's (name, description, input_schema, ...) or
-//     Gemini's functionDeclarations, codeExecution or computerUse.
+//     the network (function, custom, bash_*, text_editor_*, computer,
+//     computer_*, browser_toolset_*, memory_*, code_execution_*,
+//     tool_search_tool_*, advisor_*, computer_use*, local_shell, shell,
+//     apply_patch, code_interpreter, file_search, image_generation,
+//     tool_search, namespace), or a tool without a type that holds a
+//     member other than a function's (name, description, input_schema,
+//     ...) or Gemini's functionDeclarations, codeExecution or
+//     computerUse; each tool's own members are read by the same rules,
+//     its schemas (input_schema, parameters, ...) excepted;
+//
+// and, for a provider of kind openai, a top-level "model" that searches
+// the web on every request (a name holding "search", or ending ":online").
+// The caller's own tool-call data is not read: an object under "input"
+// (Anthropic's tool_use), "args" (Gemini's functionCall) or "response"
+// (its functionResponse) below the top, since the provider fetches
+// nothing it names.
 //
 // Member names match whatever their case and with "_" and "-" ignored
 // ("mcpServers", "MCP-SERVERS"); every member of a repeated name is
@@ -55,10 +68,14 @@ import (
 // is refused, so a provider's new network tool is refused until the
 // operator allows provider tools.
 //
-// A body the gateway cannot read is refused too ([ErrBodyUnchecked]):
-// content-encoded (400), over [maxModelBody] (413), not JSON (400;
-// multipart/form-data bodies, which no JSON parser reads, pass), or
-// nested deeper than maxToolsDepth.
+// A multipart/form-data body that is not JSON is read part by part: a
+// part that is JSON or JSON Lines (after a BOM and spaces it begins with
+// "{" or "["; an OpenAI batch input file) is checked line by line, any
+// other part (audio, an image) passes. A body the gateway cannot read is
+// refused too ([ErrBodyUnchecked]): content-encoded (400), over
+// [maxModelBody] (413), not JSON nor a multipart form (400), a part
+// neither JSON nor JSON Lines that begins like one (400), or nested deeper
+// than maxToolsDepth (400).
 var (
 	// ErrProviderTool: the request asks the provider to connect out for
 	// the caller; the text names where, as a JSON Pointer into the body
@@ -69,11 +86,12 @@ var (
 	// provider-run tools.
 	ErrBodyUnchecked = errors.New("request body cannot be checked")
 	// ErrBodyTooLarge: the body is over maxModelBody (413).
-	ErrBodyTooLarge = fmt.Errorf("%w: over 16 MiB", ErrBodyUnchecked)
+	ErrBodyTooLarge = fmt.Errorf("%w: over 32 MiB", ErrBodyUnchecked)
 
 	errEncodedBody = fmt.Errorf("%w: content-encoded", ErrBodyUnchecked)
 	errNotJSON     = fmt.Errorf("%w: not JSON", ErrBodyUnchecked)
 	errTooDeep     = fmt.Errorf("%w: nested too deep", ErrBodyUnchecked)
+	errBadPart     = fmt.Errorf("%w: a multipart part is neither JSON nor JSON Lines", ErrBodyUnchecked)
 )
 
 // maxToolsDepth bounds the nesting of a checked body.
@@ -92,17 +110,82 @@ func checkProviderTools(p *provider, r *http.Request, body []byte, hasBody bool)
 	if body == nil {
 		return ErrBodyTooLarge
 	}
-	what, err := providerReach(body, p.base.Host)
+	what, err := providerReach(body, p.kind, p.base)
 	if err != nil {
-		if mt, _, perr := mime.ParseMediaType(r.Header.Get("Content-Type")); perr == nil && mt == "multipart/form-data" && !json.Valid(body) {
-			return nil
+		mt, params, perr := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if perr != nil || mt != "multipart/form-data" || json.Valid(body) {
+			return err
 		}
-		return err
+		if what, err = multipartReach(body, params["boundary"], p.kind, p.base); err != nil {
+			return err
+		}
 	}
 	if what != "" {
 		return errProviderTool(p.name, what)
 	}
 	return nil
+}
+
+// multipartReach checks each part of a multipart form that is JSON or
+// JSON Lines (see the block of [ErrProviderTool]).
+func multipartReach(body []byte, boundary, kind string, base *url.URL) (string, error) {
+	if boundary == "" {
+		return "", errNotJSON
+	}
+	mr := multipart.NewReader(bytes.NewReader(body), boundary)
+	for i := 0; ; i++ {
+		part, err := mr.NextRawPart()
+		if err == io.EOF {
+			return "", nil
+		}
+		if err != nil {
+			return "", errNotJSON
+		}
+		switch strings.ToLower(strings.TrimSpace(part.Header.Get("Content-Transfer-Encoding"))) {
+		case "", "7bit", "8bit", "binary":
+		default:
+			return "", errBadPart // base64 or quoted-printable: could hide JSON Lines
+		}
+		data, err := io.ReadAll(part)
+		if err != nil {
+			return "", errNotJSON
+		}
+		t := bytes.TrimLeft(bytes.TrimPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("\ufeff")), " \t\r\n")
+		if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
+			continue // not JSON: audio, an image, a plain field
+		}
+		if json.Valid(t) {
+			what, err := providerReach(t, kind, base)
+			if what != "" || err != nil {
+				return partWhat(i, 0, what), err
+			}
+			continue
+		}
+		for j, line := range bytes.Split(t, []byte("\n")) {
+			if len(bytes.TrimSpace(line)) == 0 {
+				continue
+			}
+			if !json.Valid(line) {
+				return "", errBadPart
+			}
+			what, err := providerReach(line, kind, base)
+			if what != "" || err != nil {
+				return partWhat(i, j+1, what), err
+			}
+		}
+	}
+}
+
+// partWhat names a finding in part i (line j of it, 0 for the whole).
+func partWhat(i, j int, what string) string {
+	if what == "" {
+		return ""
+	}
+	w := "part " + strconv.Itoa(i)
+	if j > 0 {
+		w += " line " + strconv.Itoa(j)
+	}
+	return w + " " + what
 }
 
 func errProviderTool(provider, what string) error {
@@ -121,10 +204,11 @@ func (e *providerToolError) Unwrap() error { return ErrProviderTool }
 // providerReach returns where in the JSON body the provider is asked to
 // connect out, as a JSON Pointer (RFC 6901) and a detail, e.g.
 // "/tools/0 type web_fetch_20250910" ("" if nowhere), or an
-// [ErrBodyUnchecked] if body is not one JSON value. own is the
-// provider's host, whose https URLs may be named.
-func providerReach(body []byte, own string) (string, error) {
-	s := reachScan{dec: jsontext.NewDecoder(bytes.NewReader(body), reachOptions...), own: own}
+// [ErrBodyUnchecked] if body is not one JSON value. kind is the
+// provider's kind and base its base URL, under which https URLs may be
+// named.
+func providerReach(body []byte, kind string, base *url.URL) (string, error) {
+	s := reachScan{dec: jsontext.NewDecoder(bytes.NewReader(body), reachOptions...), kind: kind, base: base}
 	if err := s.value(0); err != nil {
 		return "", err
 	}
@@ -142,11 +226,13 @@ var reachOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsonte
 
 // reachScan walks a JSON body; found is the first place that reaches out.
 type reachScan struct {
-	dec   *jsontext.Decoder
-	own   string
-	found string
-	name  []byte // scratch: the member name being read, normalized
-	str   []byte // scratch: a string value, unquoted
+	dec    *jsontext.Decoder
+	kind   string
+	base   *url.URL
+	inTool bool // reading one tool: its schemas are skipped
+	found  string
+	name   []byte // scratch: the member name being read, normalized
+	str    []byte // scratch: a string value, unquoted
 }
 
 // value reads one value at depth.
@@ -201,11 +287,12 @@ func (s *reachScan) value(depth int) error {
 // member reads the value of the member s.name of an object at depth.
 func (s *reachScan) member(depth int) error {
 	n := string(s.name) // no allocation: compared, not kept
+	k := s.dec.PeekKind()
 	switch {
-	case depth == 0 && n == "tools":
-		return s.tools()
-	case n == "mcpservers" || n == "websearchoptions":
-		if s.dec.PeekKind() == 'n' {
+	case n == "tools":
+		return s.tools(depth)
+	case n == "mcpservers" || n == "websearchoptions" || depth == 0 && n == "plugins":
+		if k == 'n' {
 			return s.value(depth + 1)
 		}
 		if err := s.dec.SkipValue(); err != nil {
@@ -213,20 +300,60 @@ func (s *reachScan) member(depth int) error {
 		}
 		s.flag("")
 		return nil
-	case urlMembers[n] && s.dec.PeekKind() == '"':
+	case n == "networkpolicy":
 		raw, err := s.dec.ReadValue()
 		if err != nil {
 			return errNotJSON
 		}
-		if s.str, err = jsontext.AppendUnquote(s.str[:0], raw); err != nil {
-			return errNotJSON
-		}
-		if !s.allowedURL(string(s.str)) {
+		if !networkDisabled(raw) {
 			s.flag("")
+		}
+		return nil
+	case urlMembers[n] && k == '"':
+		str, err := s.readString()
+		if err != nil {
+			return err
+		}
+		if !s.allowedURL(str) {
+			s.flag("")
+		}
+		return nil
+	case depth == 0 && n == "model" && k == '"' && s.kind == KindOpenAI:
+		str, err := s.readString()
+		if err != nil {
+			return err
+		}
+		if m := strings.ToLower(str); strings.Contains(m, "search") || strings.HasSuffix(m, ":online") {
+			s.flag("searches the web")
+		}
+		return nil
+	case depth > 0 && k == '{' && (n == "input" || n == "args" || n == "response"),
+		s.inTool && schemaMembers[n]:
+		if err := s.dec.SkipValue(); err != nil { // the caller's own data, or a schema
+			return errNotJSON
 		}
 		return nil
 	}
 	return s.value(depth + 1)
+}
+
+// readString reads a string value, unquoted into s.str.
+func (s *reachScan) readString() (string, error) {
+	raw, err := s.dec.ReadValue()
+	if err != nil {
+		return "", errNotJSON
+	}
+	if s.str, err = jsontext.AppendUnquote(s.str[:0], raw); err != nil {
+		return "", errNotJSON
+	}
+	return string(s.str), nil
+}
+
+// schemaMembers are the normalized names of a tool's members that hold
+// schemas or examples of the caller's data, not read in a tool.
+var schemaMembers = map[string]bool{
+	"inputschema": true, "parameters": true, "parametersjsonschema": true, "inputexamples": true,
+	"schema": true, "outputschema": true, "response": true, "responsejsonschema": true,
 }
 
 // urlMembers are the normalized names of members whose string is a URL
@@ -236,22 +363,78 @@ var urlMembers = map[string]bool{
 	"serverurl": true, "documenturl": true, "audiourl": true, "videourl": true,
 }
 
+// networkDisabled reports whether a network_policy value gives no
+// network: null, or an object whose every "type" is "disabled".
+func networkDisabled(raw jsontext.Value) bool {
+	switch raw.Kind() {
+	case 'n':
+		return true
+	case '{':
+	default:
+		return false
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(raw), reachOptions...)
+	if _, err := dec.ReadToken(); err != nil {
+		return false
+	}
+	typed := false
+	var name []byte
+	for dec.PeekKind() == '"' {
+		kt, err := dec.ReadToken()
+		if err != nil {
+			return false
+		}
+		if name = normName(name[:0], []byte(kt.String())); string(name) != "type" {
+			if dec.SkipValue() != nil {
+				return false
+			}
+			continue
+		}
+		vt, err := dec.ReadToken()
+		if err != nil || vt.Kind() != '"' || !strings.EqualFold(vt.String(), "disabled") {
+			return false
+		}
+		typed = true
+	}
+	return typed
+}
+
 // allowedURL reports whether the provider may fetch v: a data: URL, or
-// an https URL of the provider's own host without user info.
+// an https URL of the provider's own host, under its base path, without
+// user info or dot segments.
 func (s *reachScan) allowedURL(v string) bool {
 	t := strings.TrimSpace(v)
 	if len(t) >= 5 && strings.EqualFold(t[:5], "data:") {
 		return true
 	}
 	u, err := url.Parse(t)
-	return err == nil && t == v && u.Scheme == "https" && u.User == nil && u.Host != "" &&
-		strings.EqualFold(u.Host, s.own)
+	if err != nil || t != v || u.Scheme != "https" || u.User != nil || u.Host == "" ||
+		!strings.EqualFold(u.Host, s.base.Host) {
+		return false
+	}
+	p := u.EscapedPath()
+	lp := strings.ToLower(p)
+	if strings.Contains(p, "\\") || strings.Contains(lp, "%2e") || strings.Contains(lp, "%2f") || strings.Contains(lp, "%5c") {
+		return false
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	bp := strings.TrimSuffix(s.base.EscapedPath(), "/")
+	return bp == "" || p == bp || strings.HasPrefix(p, bp+"/")
 }
 
-// flag records where the decoder is (plus detail) as what reaches out.
+// flag records where the decoder is (plus detail: " what", or a pointer
+// inside the value there) as what reaches out.
 func (s *reachScan) flag(detail string) {
 	s.found = shownPointer(string(s.dec.StackPointer()))
-	if detail != "" {
+	switch {
+	case detail == "":
+	case strings.HasPrefix(detail, "/"):
+		s.found += detail
+	default:
 		s.found += " " + detail
 	}
 }
@@ -272,17 +455,21 @@ func shownPointer(p string) string {
 	}, p)
 }
 
-// tools reads the top-level "tools": an array of tools, or one tool.
-func (s *reachScan) tools() error {
-	if s.dec.PeekKind() != '[' {
+// tools reads a member "tools": an array of tools, or one tool.
+func (s *reachScan) tools(depth int) error {
+	switch s.dec.PeekKind() {
+	case '[':
+	case '{':
 		raw, err := s.dec.ReadValue()
 		if err != nil {
 			return errNotJSON
 		}
-		if what := toolReach(raw); what != "" {
+		if what := s.toolReach(raw, depth+1); what != "" {
 			s.flag(what)
 		}
 		return nil
+	default:
+		return s.value(depth + 1)
 	}
 	if _, err := s.dec.ReadToken(); err != nil {
 		return errNotJSON
@@ -292,7 +479,7 @@ func (s *reachScan) tools() error {
 		if err != nil {
 			return errNotJSON
 		}
-		if what := toolReach(raw); what != "" {
+		if what := s.toolReach(raw, depth+2); what != "" {
 			s.flag(what)
 			return nil
 		}
@@ -303,9 +490,10 @@ func (s *reachScan) tools() error {
 	return nil
 }
 
-// toolReach returns why the tool t (one JSON value) reaches out ("" if
-// it does not).
-func toolReach(t jsontext.Value) string {
+// toolReach returns why the tool t (one JSON value, at depth) reaches
+// out: "type X", "member X", "not an object", or a JSON Pointer inside t
+// and what is there ("" if it does not).
+func (s *reachScan) toolReach(t jsontext.Value, depth int) string {
 	switch t.Kind() {
 	case 'n':
 		return ""
@@ -337,57 +525,25 @@ func toolReach(t jsontext.Value) string {
 			typed = true
 			continue
 		}
-		if string(name) == "tools" { // a group of tools (OpenAI's namespace): each is checked
-			raw, err := dec.ReadValue()
-			if err != nil {
-				return "not an object"
-			}
-			if what := nestedToolsReach(raw); what != "" {
-				return what
-			}
-			keys = append(keys, "tools")
-			continue
-		}
 		if dec.SkipValue() != nil {
 			return "not an object"
 		}
 		keys = append(keys, string(name))
 	}
-	if typed {
-		return ""
-	}
-	named := slices.Contains(keys, "name")
-	for _, k := range keys {
-		if named && functionToolMembers[k] || geminiLocalTools[k] {
-			continue
-		}
-		return "member " + shownPointer(k)
-	}
-	return ""
-}
-
-// nestedToolsReach checks the tools of a group, an array or one tool.
-func nestedToolsReach(raw jsontext.Value) string {
-	if raw.Kind() != '[' {
-		if what := toolReach(raw); what != "" {
-			return "tools " + what
-		}
-		return ""
-	}
-	dec := jsontext.NewDecoder(bytes.NewReader(raw), reachOptions...)
-	if _, err := dec.ReadToken(); err != nil {
-		return "not an object"
-	}
-	for i := 0; dec.PeekKind() != ']'; i++ {
-		t, err := dec.ReadValue()
-		if err != nil {
-			return "not an object"
-		}
-		if what := toolReach(t); what != "" {
-			return "tools/" + strconv.Itoa(i) + " " + what
+	if !typed {
+		named := slices.Contains(keys, "name")
+		for _, k := range keys {
+			if !(named && functionToolMembers[k] || geminiLocalTools[k]) {
+				return "member " + shownPointer(k)
+			}
 		}
 	}
-	return ""
+	// Its own members, by the rules of the whole body.
+	sub := reachScan{dec: jsontext.NewDecoder(bytes.NewReader(t), reachOptions...), kind: s.kind, base: s.base, inTool: true}
+	if err := sub.value(depth); err != nil {
+		return "nested too deep"
+	}
+	return sub.found
 }
 
 // functionToolMembers are the members of a caller-run tool given by name
@@ -395,7 +551,7 @@ func nestedToolsReach(raw jsontext.Value) string {
 var functionToolMembers = map[string]bool{
 	"name": true, "description": true, "inputschema": true, "parameters": true,
 	"cachecontrol": true, "strict": true, "deferloading": true, "inputexamples": true,
-	"allowedcallers": true, "eagerinputstreaming": true,
+	"allowedcallers": true, "eagerinputstreaming": true, "annotations": true, "tools": true,
 }
 
 // geminiLocalTools are the Gemini tools that reach nothing for the caller.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -34,7 +35,7 @@ func TestProviderRunToolsRefused(t *testing.T) {
 			`{"model":"gpt-4.1","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://169.254.169.254/latest"}}]}]}`,
 			"openai: /messages/0/content/0/image_url/url"},
 		{"openai web_search_options", "openai", "/v1/chat/completions",
-			`{"model":"gpt-4o-search-preview","web_search_options":{},"messages":[]}`, "openai: /web_search_options"},
+			`{"model":"gpt-4.1","web_search_options":{},"messages":[]}`, "openai: /web_search_options"},
 		{"gemini url context", "gemini", "/v1beta/models/g:generateContent",
 			`{"contents":[{"parts":[{"text":"read https://exfil.attacker.example"}]}],"tools":[{"urlContext":{}}]}`, "gemini: /tools/0 member urlcontext"},
 		{"gemini file by URL", "gemini", "/v1beta/models/g:generateContent",
@@ -91,7 +92,7 @@ func TestProviderToolsBodyUnchecked(t *testing.T) {
 		{"two values", `{"model":"m"} {"mcp_servers":[{"url":"https://x.example"}]}`, nil, 400, "request body cannot be checked: not JSON"},
 		{"too deep", deep, nil, 400, "request body cannot be checked: nested too deep"},
 		{"JSON as multipart", `{"model":"m","mcp_servers":[{"url":"https://x.example"}]}`, map[string]string{"Content-Type": "multipart/form-data; boundary=x"}, 403, "provider-run tool not allowed for provider anthropic: /mcp_servers"},
-		{"too large", `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("a", maxModelBody) + `"}]}`, nil, 413, "request body cannot be checked: over 16 MiB"},
+		{"too large", `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("a", maxModelBody) + `"}]}`, nil, 413, "request body cannot be checked: over 32 MiB"},
 	}
 	before := len(e.up["anthropic"].requests())
 	for _, c := range cases {
@@ -121,7 +122,7 @@ func TestProviderToolsBodyUnchecked(t *testing.T) {
 // TestProviderReach: what the checker finds in a body, and what it lets
 // through (ordinary requests of the SDKs, with caller-run tools).
 func TestProviderReach(t *testing.T) {
-	const own = "api.provider.example"
+	own := &url.URL{Scheme: "https", Host: "api.provider.example"}
 	cases := []struct{ name, body, want string }{
 		// Let through.
 		{"plain chat", `{"model":"m","messages":[{"role":"user","content":"see https://example.com, url: https://x"}]}`, ""},
@@ -130,8 +131,8 @@ func TestProviderReach(t *testing.T) {
 		{"anthropic client tools", `{"tools":[{"type":"bash_20250124","name":"bash"},{"type":"text_editor_20250728","name":"e"},{"type":"code_execution_20250825","name":"c"},{"type":"memory_20250818","name":"memory"}]}`, ""},
 		{"anthropic client toolsets", `{"tools":[{"type":"browser_toolset_20260801","configs":{}},{"type":"computer_toolset_20260801"},{"type":"advisor_20260301","name":"advisor","model":"m"},{"type":"tool_search_tool_bm25_20251119","name":"s"}]}`, ""},
 		{"openai namespace", `{"tools":[{"type":"namespace","name":"n","description":"d","tools":[{"type":"function","name":"f"},{"type":"custom","name":"c"}]},{"type":"computer"},{"type":"tool_search"}]}`, ""},
-		{"openai namespace hiding mcp", `{"tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"},{"type":"mcp","server_url":"https://x"}]}]}`, "/tools/0 tools/1 type mcp"},
-		{"group tools not an array", `{"tools":[{"name":"n","tools":{"type":"web_search"}}]}`, "/tools/0 tools type web_search"},
+		{"openai namespace hiding mcp", `{"tools":[{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"},{"type":"mcp","server_url":"https://x"}]}]}`, "/tools/0/tools/1 type mcp"},
+		{"group tools not an array", `{"tools":[{"name":"n","tools":{"type":"web_search"}}]}`, "/tools/0/tools type web_search"},
 		{"anthropic mcp toolset", `{"tools":[{"type":"mcp_toolset","mcp_server_name":"x"}]}`, "/tools/0 type mcp_toolset"},
 		{"anthropic newest web fetch", `{"tools":[{"type":"web_fetch_20260318","name":"web_fetch"}]}`, "/tools/0 type web_fetch_20260318"},
 		{"openai hosted local tools", `{"tools":[{"type":"code_interpreter","container":{"type":"auto"}},{"type":"file_search","vector_store_ids":["vs"]},{"type":"custom","name":"x"}]}`, ""},
@@ -139,8 +140,16 @@ func TestProviderReach(t *testing.T) {
 		{"data URL image", `{"messages":[{"content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AAAA"}}]}]}`, ""},
 		{"own host file", `{"contents":[{"parts":[{"fileData":{"fileUri":"https://api.provider.example/v1beta/files/abc"}}]}]}`, ""},
 		{"null mcp_servers", `{"mcp_servers":null,"tools":null}`, ""},
-		{"tools key below top level", `{"metadata":{"tools":[{"type":"web_search"}]}}`, ""},
+		{"network disabled", `{"tools":[{"type":"shell","environment":{"type":"container_auto","network_policy":{"type":"disabled"}}}]}`, ""},
+		{"caller's tool-call data", `{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"fetch","input":{"url":"https://example.com","tools":[{"type":"mcp"}]}}]}]}`, ""},
 		// Found.
+		{"tools key below top level", `{"metadata":{"tools":[{"type":"web_search"}]}}`, "/metadata/tools/0 type web_search"},
+		{"network allowlist", `{"tools":[{"type":"code_interpreter","container":{"type":"auto","network_policy":{"type":"allowlist","allowed_domains":["x.example"]}}}]}`, "/tools/0/container/network_policy"},
+		{"network disabled twice typed", `{"tools":[{"type":"shell","environment":{"network_policy":{"type":"disabled","type":"allowlist"}}}]}`, "/tools/0/environment/network_policy"},
+		{"URL inside an allowed tool", `{"tools":[{"type":"image_generation","input_image_mask":{"image_url":"https://x.example/m.png"}}]}`, "/tools/0/input_image_mask/image_url"},
+		{"top-level input object still read", `{"input":{"url":"https://x.example"}}`, "/input/url"},
+		{"openrouter plugins", `{"model":"m","plugins":[{"id":"web"}]}`, "/plugins"},
+		{"under the base path only", `{"x":{"url":"https://api.provider.example/../other"}}`, "/x/url"},
 		{"web search", `{"tools":[{"type":"web_search_20250305","name":"web_search"}]}`, "/tools/0 type web_search_20250305"},
 		{"openai web search", `{"tools":[{"type":"function","name":"f"},{"type":"web_search_preview"}]}`, "/tools/1 type web_search_preview"},
 		{"unknown future tool", `{"tools":[{"type":"web_browse_20270101"}]}`, "/tools/0 type web_browse_20270101"},
@@ -169,7 +178,7 @@ func TestProviderReach(t *testing.T) {
 		{"member name shown safely", `{"a\nb":{"url":"https://evil"}}`, "/a?b/url"},
 	}
 	for _, c := range cases {
-		got, err := providerReach([]byte(c.body), own)
+		got, err := providerReach([]byte(c.body), KindAnthropic, own)
 		if err != nil || got != c.want {
 			t.Errorf("%s: providerReach = %q, %v; want %q", c.name, got, err, c.want)
 		}
@@ -198,12 +207,46 @@ func BenchmarkProviderReach(b *testing.B) {
 	}
 	sb.WriteString(`]}`)
 	body := []byte(sb.String())
-	if got, err := providerReach(body, "api.anthropic.com"); err != nil || got != "" {
+	if got, err := providerReach(body, KindAnthropic, &url.URL{Scheme: "https", Host: "api.anthropic.com"}); err != nil || got != "" {
 		b.Fatalf("providerReach = %q, %v", got, err)
 	}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		providerReach(body, "api.anthropic.com")
+		providerReach(body, KindAnthropic, &url.URL{Scheme: "https", Host: "api.anthropic.com"})
+	}
+}
+
+// TestMultipartReach: the parts of a multipart form that are JSON or JSON
+// Lines are checked line by line; binary parts pass; a part that could
+// hide JSON Lines from the check is refused.
+func TestMultipartReach(t *testing.T) {
+	base := &url.URL{Scheme: "https", Host: "api.openai.com"}
+	form := func(hdr, data string) []byte {
+		return []byte("--b\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n" +
+			"--b\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n" + hdr + "\r\n" + data + "\r\n--b--\r\n")
+	}
+	ok := `{"custom_id":"a","body":{"model":"gpt-4.1","messages":[]}}` + "\n" + `{"custom_id":"b","body":{"model":"gpt-4.1"}}`
+	bad := `{"custom_id":"a","body":{"model":"gpt-4.1"}}` + "\n\n" + `{"custom_id":"b","body":{"tools":[{"type":"web_search"}]}}`
+	cases := []struct {
+		name, hdr, data, want string
+		err                   error
+	}{
+		{"JSON Lines", "", ok, "", nil},
+		{"JSON Lines with a tool", "", bad, "part 1 line 3 /body/tools/0 type web_search", nil},
+		{"BOM before JSON Lines", "", "\ufeff" + bad, "part 1 line 3 /body/tools/0 type web_search", nil},
+		{"one JSON document", "", "{\n  \"tools\": [{\"type\": \"mcp\"}]\n}", "part 1 /tools/0 type mcp", nil},
+		{"audio", "Content-Type: audio/wav\r\n", "RIFF\x00\x01binary", "", nil},
+		{"broken line", "", ok + "\n{\"a\":", "", errBadPart},
+		{"base64 part", "Content-Transfer-Encoding: base64\r\n", "eyJ0b29scyI6W119", "", errBadPart},
+	}
+	for _, c := range cases {
+		got, err := multipartReach(form(c.hdr, c.data), "b", KindOpenAI, base)
+		if got != c.want || err != c.err {
+			t.Errorf("%s: multipartReach = %q, %v; want %q, %v", c.name, got, err, c.want, c.err)
+		}
+	}
+	if _, err := multipartReach([]byte("not a form"), "b", KindOpenAI, base); err == nil {
+		t.Error("a body that is no form: no error")
 	}
 }

@@ -479,10 +479,12 @@ func writeText(w http.ResponseWriter, status int, text, retry string) {
 }
 
 // maxModelBody bounds the request body read into memory to find the model
-// when a token has a models allow-list; a larger body is refused with the
-// model unknown. (Several images in base64 fit; a flood of 64 MiB bodies
-// would exhaust the process shared with the other services.)
-const maxModelBody = 16 << 20
+// when a token has a models allow-list (a larger body is refused with the
+// model unknown) and to check it for provider-run tools (413). 32 MiB is
+// Anthropic's own limit on a Messages request; several images in base64
+// fit. (A flood of larger bodies would exhaust the process shared with the
+// other services.)
+const maxModelBody = 32 << 20
 
 // requestModel is the model a request is for: the path segment
 // models/{model}[:method] for gemini, the JSON body field "model" of
