@@ -459,30 +459,21 @@ func shownPointer(p string) string {
 func (s *reachScan) tools(depth int) error {
 	switch s.dec.PeekKind() {
 	case '[':
-	case '{':
-		raw, err := s.dec.ReadValue()
-		if err != nil {
-			return errNotJSON
-		}
-		if what := s.toolReach(raw, depth+1); what != "" {
-			s.flag(what)
-		}
-		return nil
+	case '{', 'n':
+		return s.tool(depth + 1)
 	default:
 		return s.value(depth + 1)
 	}
 	if _, err := s.dec.ReadToken(); err != nil {
 		return errNotJSON
 	}
-	for s.dec.PeekKind() != ']' {
-		raw, err := s.dec.ReadValue()
-		if err != nil {
-			return errNotJSON
+	for s.dec.PeekKind() != ']' && s.found == "" {
+		if err := s.tool(depth + 2); err != nil {
+			return err
 		}
-		if what := s.toolReach(raw, depth+2); what != "" {
-			s.flag(what)
-			return nil
-		}
+	}
+	if s.found != "" {
+		return nil
 	}
 	if _, err := s.dec.ReadToken(); err != nil {
 		return errNotJSON
@@ -490,60 +481,93 @@ func (s *reachScan) tools(depth int) error {
 	return nil
 }
 
-// toolReach returns why the tool t (one JSON value, at depth) reaches
-// out: "type X", "member X", "not an object", or a JSON Pointer inside t
-// and what is there ("" if it does not).
-func (s *reachScan) toolReach(t jsontext.Value, depth int) string {
-	switch t.Kind() {
+// tool reads one tool at depth, in one pass: its type must be a local
+// one (localToolType) or, without a type, its members a function's or a
+// local Gemini tool's; its members are read by the rules of the whole
+// body, its schemas excepted. Nested tools (a namespace's) are read the
+// same way, so a body is read once however deep its tools nest.
+func (s *reachScan) tool(depth int) error {
+	if depth > maxToolsDepth {
+		return errTooDeep
+	}
+	switch s.dec.PeekKind() {
 	case 'n':
-		return ""
+		return s.value(depth)
 	case '{':
 	default:
-		return "not an object"
+		if err := s.dec.SkipValue(); err != nil {
+			return errNotJSON
+		}
+		s.flag("not an object")
+		return nil
 	}
-	dec := jsontext.NewDecoder(bytes.NewReader(t), reachOptions...)
-	if _, err := dec.ReadToken(); err != nil {
-		return "not an object"
+	if _, err := s.dec.ReadToken(); err != nil {
+		return errNotJSON
 	}
+	inTool := s.inTool
+	s.inTool = true
+	defer func() { s.inTool = inTool }()
 	var keys []string
 	typed := false
-	var name []byte
-	for dec.PeekKind() == '"' {
-		kt, err := dec.ReadToken()
-		if err != nil {
-			return "not an object"
+	for s.dec.PeekKind() != '}' && s.found == "" {
+		raw, err := s.dec.ReadValue() // the name
+		if err != nil || raw.Kind() != '"' {
+			return errNotJSON
 		}
-		name = normName(name[:0], []byte(kt.String()))
-		if string(name) == "type" {
-			vt, err := dec.ReadToken()
-			if err != nil || vt.Kind() != '"' {
-				return "type not a string"
+		if s.str, err = jsontext.AppendUnquote(s.str[:0], raw); err != nil {
+			return errNotJSON
+		}
+		s.name = normName(s.name[:0], s.str)
+		if string(s.name) != "type" {
+			keys = append(keys, string(s.name))
+			if err := s.member(depth); err != nil {
+				return err
 			}
-			if v := vt.String(); !localToolType(v) {
-				return "type " + shownPointer(v)
-			}
-			typed = true
 			continue
 		}
-		if dec.SkipValue() != nil {
-			return "not an object"
+		if s.dec.PeekKind() != '"' {
+			if err := s.dec.SkipValue(); err != nil {
+				return errNotJSON
+			}
+			s.flagTool("type not a string")
+			return nil
 		}
-		keys = append(keys, string(name))
+		t, err := s.readString()
+		if err != nil {
+			return err
+		}
+		if !localToolType(t) {
+			s.flagTool("type " + shownPointer(t))
+			return nil
+		}
+		typed = true
+	}
+	if s.found != "" {
+		return nil
 	}
 	if !typed {
 		named := slices.Contains(keys, "name")
 		for _, k := range keys {
 			if !(named && functionToolMembers[k] || geminiLocalTools[k]) {
-				return "member " + shownPointer(k)
+				s.flagTool("member " + shownPointer(k))
+				return nil
 			}
 		}
 	}
-	// Its own members, by the rules of the whole body.
-	sub := reachScan{dec: jsontext.NewDecoder(bytes.NewReader(t), reachOptions...), kind: s.kind, base: s.base, inTool: true}
-	if err := sub.value(depth); err != nil {
-		return "nested too deep"
+	if _, err := s.dec.ReadToken(); err != nil { // "}"
+		return errNotJSON
 	}
-	return sub.found
+	return nil
+}
+
+// flagTool flags the tool being read (the decoder is at one of its
+// members) with detail.
+func (s *reachScan) flagTool(detail string) {
+	p := string(s.dec.StackPointer())
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		p = p[:i]
+	}
+	s.found = shownPointer(p) + " " + detail
 }
 
 // functionToolMembers are the members of a caller-run tool given by name

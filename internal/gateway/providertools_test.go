@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestProviderRunToolsRefused: a sandbox whose only way out is custody
@@ -249,4 +250,44 @@ func TestMultipartReach(t *testing.T) {
 	if _, err := multipartReach([]byte("not a form"), "b", KindOpenAI, base); err == nil {
 		t.Error("a body that is no form: no error")
 	}
+}
+
+// TestProviderReachNestedTools: tools nested in tools (namespaces) are
+// read in one pass. Reading each tool apart, as a first version did,
+// read a tool at depth d about 3^d times: 200 nested namespaces would
+// never finish.
+func TestProviderReachNestedTools(t *testing.T) {
+	const n = 120
+	body := `{"tools":` + strings.Repeat(`[{"type":"namespace","name":"n","tools":`, n) + `[{"type":"mcp"}]` + strings.Repeat(`}]`, n) + `}`
+	got, err := providerReach([]byte(body), KindOpenAI, &url.URL{Scheme: "https", Host: "api.openai.com"})
+	if err != nil || !strings.HasPrefix(got, "/tools/0/tools/0/tools/0") || !strings.HasSuffix(got, " type mcp") {
+		t.Errorf("providerReach = %q, %v; want the mcp tool %d namespaces down", got, err, n)
+	}
+}
+
+// BenchmarkProviderReachNested reports the check's time on a body whose
+// 1 MiB tool sits 100 namespaces down, against the same tool at the top
+// (nested-x-flat): one pass makes it about 1 (reading each tool apart
+// made it about 50: 0.5 s for 1 MiB, and more the deeper and larger).
+func BenchmarkProviderReachNested(b *testing.B) {
+	const n = 100
+	inner := `{"type":"function","name":"f","description":"` + strings.Repeat("a", 1<<20) + `"}`
+	flat := []byte(`{"tools":[` + inner + `]}`)
+	nested := []byte(`{"tools":` + strings.Repeat(`[{"type":"namespace","name":"n","tools":`, n) + `[` + inner + `]` + strings.Repeat(`}]`, n) + `}`)
+	base := &url.URL{Scheme: "https", Host: "api.openai.com"}
+	for _, body := range [][]byte{flat, nested} {
+		if got, err := providerReach(body, KindOpenAI, base); got != "" || err != nil {
+			b.Fatalf("providerReach = %q, %v", got, err)
+		}
+	}
+	var tf, tn time.Duration
+	for b.Loop() {
+		start := time.Now()
+		providerReach(flat, KindOpenAI, base)
+		tf += time.Since(start)
+		start = time.Now()
+		providerReach(nested, KindOpenAI, base)
+		tn += time.Since(start)
+	}
+	b.ReportMetric(float64(tn)/float64(tf), "nested-x-flat")
 }
