@@ -1,0 +1,88 @@
+package gateway
+
+import (
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// attackNestedTools is a body of levels tools each holding the next
+// ({"name":"n","tools":{...}}, allowed: a named tool's "tools" is read as
+// a group), the innermost with a description of pad bytes.
+func attackNestedTools(levels, pad int) []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"model":"m","tools":`)
+	for range levels {
+		sb.WriteString(`{"name":"n","tools":`)
+	}
+	sb.WriteString(`{"name":"f","description":"` + strings.Repeat("a", pad) + `"}`)
+	sb.WriteString(strings.Repeat("}", levels))
+	sb.WriteString(`}`)
+	return []byte(sb.String())
+}
+
+// attackFlatTools is a body of about the same size with one tool.
+func attackFlatTools(pad int) []byte {
+	return []byte(`{"model":"m","tools":[{"name":"f","description":"` + strings.Repeat("a", pad) + `"}]}`)
+}
+
+// BenchmarkAttackProviderReachNestedTools: the cost of the check on a
+// body of nested tools against a flat body of the same size (MB/s).
+func BenchmarkAttackProviderReachNestedTools(b *testing.B) {
+	base := &url.URL{Scheme: "https", Host: "api.anthropic.com"}
+	for _, c := range []struct {
+		name string
+		body []byte
+	}{
+		{"flat", attackFlatTools(1 << 20)},
+		{"nested200", attackNestedTools(200, 1<<20)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				providerReach(c.body, KindAnthropic, base)
+			}
+		})
+	}
+}
+
+// FINDING (medium, denial of service): the check re-decodes every tool
+// from its own bytes at each level of nesting: tools() reads the tool
+// whole (ReadValue), toolReach decodes it once for its members and again
+// (a new decoder, a new buffer) for the sub-scan, whose own "tools" does
+// the same for the next level. A body of N nested tools (a named tool's
+// "tools" group, or OpenAI namespaces, up to maxToolsDepth = 256 levels
+// as objects) costs O(N x size): the innermost bytes are decoded ~3N
+// times. A 32 MiB body (maxModelBody) nested 250 deep makes the gateway
+// decode ~24 GiB before it answers, on the default route, whatever the
+// provider would say; a handful of sandboxes (the gateway holds 128 MiB
+// of bodies at once) keep every core busy for minutes. Measured with
+// BenchmarkAttackProviderReachNestedTools (1 MiB description, 200 levels:
+// 1.09 s and 1.7 GB allocated per check, against 20 ms and 12.6 MB for
+// the flat body of the same size; so ~35 s and ~54 GB of garbage for one
+// 32 MiB request). The check should decode each byte a bounded
+// number of times (read a tool's type in one pass with the same decoder,
+// or bound the work). This test measures bytes allocated per call, which
+// is deterministic, against the body's size.
+func TestAttackProviderReachNestedToolsCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures allocation")
+	}
+	base := &url.URL{Scheme: "https", Host: "api.anthropic.com"}
+	body := attackNestedTools(200, 256<<10)
+	if got, err := providerReach(body, KindAnthropic, base); err != nil || got != "" {
+		t.Fatalf("providerReach = %q, %v; want an ordinary body", got, err)
+	}
+	r := testing.Benchmark(func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			providerReach(body, KindAnthropic, base)
+		}
+	})
+	if per := float64(r.AllocedBytesPerOp()) / float64(len(body)); per > 16 {
+		t.Errorf("checking a %d-byte body of 200 nested tools allocates %d bytes (%.0fx the body; %v per check): the work grows with depth x size",
+			len(body), r.AllocedBytesPerOp(), per, r.T/time.Duration(r.N))
+	}
+}
