@@ -48,24 +48,27 @@ func BenchmarkAttackProviderReachNestedTools(b *testing.B) {
 	}
 }
 
-// FINDING (medium, denial of service): the check re-decodes every tool
-// from its own bytes at each level of nesting: tools() reads the tool
-// whole (ReadValue), toolReach decodes it once for its members and again
-// (a new decoder, a new buffer) for the sub-scan, whose own "tools" does
-// the same for the next level. A body of N nested tools (a named tool's
-// "tools" group, or OpenAI namespaces, up to maxToolsDepth = 256 levels
-// as objects) costs O(N x size): the innermost bytes are decoded ~3N
-// times. A 32 MiB body (maxModelBody) nested 250 deep makes the gateway
-// decode ~24 GiB before it answers, on the default route, whatever the
-// provider would say; a handful of sandboxes (the gateway holds 128 MiB
-// of bodies at once) keep every core busy for minutes. Measured with
-// BenchmarkAttackProviderReachNestedTools (1 MiB description, 200 levels:
-// 1.09 s and 1.7 GB allocated per check, against 20 ms and 12.6 MB for
-// the flat body of the same size; so ~35 s and ~54 GB of garbage for one
-// 32 MiB request). The check should decode each byte a bounded
-// number of times (read a tool's type in one pass with the same decoder,
-// or bound the work). This test measures bytes allocated per call, which
-// is deterministic, against the body's size.
+// FINDING (high, denial of service of the whole gateway by one request
+// on the default route): the check re-decodes every tool from its own
+// bytes at each level of nesting, and keeps every level's copy alive
+// while it recurses: tools() reads the tool whole (ReadValue, buffered by
+// the parent decoder), toolReach decodes it once for its members and
+// again with a new decoder (a new buffer as large as the tool) for the
+// sub-scan, whose own "tools" does the same for the next level. A body of
+// N nested tools ({"name":"n","tools":{...}}, a named tool's group, or
+// OpenAI namespaces; up to maxToolsDepth = 256 levels as objects) costs
+// O(N x size) in time and in live memory. Measured (go test -c; the body
+// is otherwise ordinary and is forwarded): 4 MiB nested 200 deep, 7.6 s
+// and 2.0 GB max RSS for one check; 8 MiB nested 250 deep, 21 s and
+// 5.2 GB. A 32 MiB body (maxModelBody) nested 250 deep needs ~20 GB: one
+// sandbox request gets the gateway OOM-killed, for every tenant and
+// provider (the 128 MiB bound on held bodies does not bound this). With
+// BenchmarkAttackProviderReachNestedTools (1 MiB, 200 levels): 1.09 s and
+// 1.7 GB allocated per check against 20 ms and 12.6 MB for the flat body
+// of the same size. The check should decode each byte a bounded number of
+// times with one decoder (read a tool's members in one pass, as value()
+// does), not hold a copy per level. This test measures bytes allocated
+// per call, which is deterministic, against the body's size.
 func TestAttackProviderReachNestedToolsCost(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures allocation")
