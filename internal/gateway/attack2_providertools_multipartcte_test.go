@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/base64"
+	"net/http"
 	"testing"
 )
 
@@ -29,5 +30,11 @@ func TestAttackProviderToolsMultipartRepeatedCTE(t *testing.T) {
 		"--x\r\nContent-Disposition: form-data; name=\"file\"; filename=\"batch.jsonl\"\r\nContent-Type: application/jsonl\r\n" +
 		"Content-Transfer-Encoding: binary\r\nContent-Transfer-Encoding: base64\r\n\r\n" +
 		base64.StdEncoding.EncodeToString([]byte(line)) + "\r\n--x--\r\n"
-	attackExpectRefused(t, e, tok, "openai", "/v1/files", mp, map[string]string{"Content-Type": "multipart/form-data; boundary=x"})
+	h := bearer(tok)
+	h["Content-Type"] = "multipart/form-data; boundary=x"
+	before := len(e.up["openai"].requests())
+	code, _, resp := e.do(t, "POST", "/openai/v1/files", h, mp)
+	if code != http.StatusBadRequest || resp != "request body cannot be checked: a multipart part is neither JSON nor JSON Lines\n" || len(e.up["openai"].requests()) != before {
+		t.Errorf("= %d %q; want 400 (a part that could be base64 is refused), not forwarded", code, resp)
+	}
 }

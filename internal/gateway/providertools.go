@@ -40,9 +40,10 @@ import (
 //   - a member network_policy other than null or {"type":"disabled"}
 //     (OpenAI's hosted shell and code interpreter containers);
 //   - a URL member (url, uri, image_url, file_url, file_uri, server_url,
-//     and their other spellings) whose string value is neither a data:
-//     URL nor an https URL under the provider's own base URL (e.g. a
-//     file of Gemini's Files API);
+//     and their other spellings; file_data when it has a scheme) whose
+//     string value is neither a data: URL, a path ("/v1/...", an OpenAI
+//     batch line's), nor an https URL under the provider's own base URL
+//     (e.g. a file of Gemini's Files API);
 //   - a member "tools" (array or one tool) holding a tool whose "type" is
 //     not one the caller runs itself or one the provider runs without
 //     the network (function, custom, bash_*, text_editor_*, computer,
@@ -51,16 +52,18 @@ import (
 //     apply_patch, code_interpreter, file_search, image_generation,
 //     tool_search, namespace), or a tool without a type that holds a
 //     member other than a function's (name, description, input_schema,
-//     ...) or Gemini's functionDeclarations, codeExecution or
-//     computerUse; each tool's own members are read by the same rules,
+//     ...) or Gemini's functionDeclarations, codeExecution, computerUse
+//     or fileSearch; each tool's own members are read by the same rules,
 //     its schemas (input_schema, parameters, ...) excepted;
+//   - a "model", or a string in a list of fallback models ("models",
+//     "fallbacks", "fallback_models"), that searches the web on every
+//     request (searchModel).
 //
-// and, for a provider of kind openai, a top-level "model" that searches
-// the web on every request (a name holding "search", or ending ":online").
-// The caller's own tool-call data is not read: an object under "input"
-// (Anthropic's tool_use), "args" (Gemini's functionCall) or "response"
-// (its functionResponse) below the top, since the provider fetches
-// nothing it names.
+// Not read: a schema of structured output ("schema", "responseSchema",
+// ...), and the caller's own tool-call data, which the provider fetches
+// nothing from: "input" in a content block (Anthropic's tool_use),
+// "args" in a functionCall and "response" in a functionResponse
+// (Gemini's).
 //
 // Member names match whatever their case and with "_" and "-" ignored
 // ("mcpServers", "MCP-SERVERS"); every member of a repeated name is
@@ -68,14 +71,15 @@ import (
 // is refused, so a provider's new network tool is refused until the
 // operator allows provider tools.
 //
-// A multipart/form-data body that is not JSON is read part by part: a
-// part that is JSON or JSON Lines (after a BOM and spaces it begins with
-// "{" or "["; an OpenAI batch input file) is checked line by line, any
-// other part (audio, an image) passes. A body the gateway cannot read is
+// A multipart/form-data body that is not JSON is read part by part
+// (multipartReach): a part that is one JSON document is checked, and in
+// a form whose purpose is "batch" (an OpenAI batch input file) so is
+// every line of a UTF-8 part that begins with "{" or "["; other parts
+// (audio, an image, a text) pass. A body the gateway cannot read is
 // refused too ([ErrBodyUnchecked]): content-encoded (400), over
-// [maxModelBody] (413), not JSON nor a multipart form (400), a part
-// neither JSON nor JSON Lines that begins like one (400), or nested deeper
-// than maxToolsDepth (400).
+// [maxModelBody] (413), not JSON nor a multipart form (400), a part sent
+// base64 or quoted-printable, or a batch line that begins with "{" and is
+// not JSON (400), or nested deeper than maxToolsDepth (400).
 var (
 	// ErrProviderTool: the request asks the provider to connect out for
 	// the caller; the text names where, as a JSON Pointer into the body
@@ -126,34 +130,48 @@ func checkProviderTools(p *provider, r *http.Request, body []byte, hasBody bool)
 	return nil
 }
 
-// multipartReach checks each part of a multipart form that is JSON or
-// JSON Lines (see the block of [ErrProviderTool]).
+// multipartReach checks the parts of a multipart form (see the block of
+// [ErrProviderTool]): each part that is one JSON document, and, in a form
+// whose purpose is "batch" (an OpenAI batch input file, whose every line
+// the provider runs as a request), each line of every part that is UTF-8
+// text: a line that begins with "{" must be JSON.
 func multipartReach(body []byte, boundary, kind string, base *url.URL) (string, error) {
 	if boundary == "" {
 		return "", errNotJSON
 	}
+	type part struct {
+		name string
+		data []byte
+	}
+	var parts []part
+	batch := false
 	mr := multipart.NewReader(bytes.NewReader(body), boundary)
-	for i := 0; ; i++ {
-		part, err := mr.NextRawPart()
+	for {
+		p, err := mr.NextRawPart()
 		if err == io.EOF {
-			return "", nil
+			break
 		}
 		if err != nil {
 			return "", errNotJSON
 		}
-		switch strings.ToLower(strings.TrimSpace(part.Header.Get("Content-Transfer-Encoding"))) {
-		case "", "7bit", "8bit", "binary":
-		default:
-			return "", errBadPart // base64 or quoted-printable: could hide JSON Lines
+		for _, cte := range p.Header.Values("Content-Transfer-Encoding") {
+			switch strings.ToLower(strings.TrimSpace(cte)) {
+			case "", "7bit", "8bit", "binary":
+			default:
+				return "", errBadPart // base64 or quoted-printable: could hide JSON Lines
+			}
 		}
-		data, err := io.ReadAll(part)
+		data, err := io.ReadAll(p)
 		if err != nil {
 			return "", errNotJSON
 		}
-		t := bytes.TrimLeft(bytes.TrimPrefix(bytes.TrimLeft(data, " \t\r\n"), []byte("\ufeff")), " \t\r\n")
-		if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
-			continue // not JSON: audio, an image, a plain field
+		if p.FormName() == "purpose" && strings.EqualFold(string(trimLead(bytes.TrimSpace(data))), "batch") {
+			batch = true
 		}
+		parts = append(parts, part{p.FormName(), data})
+	}
+	for i, p := range parts {
+		t := trimLead(p.data)
 		if json.Valid(t) {
 			what, err := providerReach(t, kind, base)
 			if what != "" || err != nil {
@@ -161,11 +179,18 @@ func multipartReach(body []byte, boundary, kind string, base *url.URL) (string, 
 			}
 			continue
 		}
-		for j, line := range bytes.Split(t, []byte("\n")) {
-			if len(bytes.TrimSpace(line)) == 0 {
+		if !batch || !utf8.Valid(p.data) {
+			continue // audio, an image, a text that is no request
+		}
+		for j, line := range bytes.Split(p.data, []byte("\n")) {
+			line = trimLead(line)
+			switch {
+			case len(line) == 0 || line[0] != '{' && line[0] != '[':
 				continue
-			}
-			if !json.Valid(line) {
+			case !json.Valid(line):
+				if line[0] == '[' {
+					continue
+				}
 				return "", errBadPart
 			}
 			what, err := providerReach(line, kind, base)
@@ -174,6 +199,15 @@ func multipartReach(body []byte, boundary, kind string, base *url.URL) (string, 
 			}
 		}
 	}
+	return "", nil
+}
+
+// trimLead drops leading spaces, control characters and byte order
+// marks, which a reader's strip() drops before parsing.
+func trimLead(b []byte) []byte {
+	return bytes.TrimLeftFunc(b, func(r rune) bool {
+		return unicode.IsSpace(r) || unicode.IsControl(r) || r == '\ufeff'
+	})
 }
 
 // partWhat names a finding in part i (line j of it, 0 for the whole).
@@ -230,6 +264,7 @@ type reachScan struct {
 	kind   string
 	base   *url.URL
 	inTool bool // reading one tool: its schemas are skipped
+	ctx    int  // the context of the object being read (ctxOther, ...)
 	found  string
 	name   []byte // scratch: the member name being read, normalized
 	str    []byte // scratch: a string value, unquoted
@@ -284,7 +319,8 @@ func (s *reachScan) value(depth int) error {
 	return nil
 }
 
-// member reads the value of the member s.name of an object at depth.
+// member reads the value of the member s.name of an object at depth
+// (the object's context is s.ctx).
 func (s *reachScan) member(depth int) error {
 	n := string(s.name) // no allocation: compared, not kept
 	k := s.dec.PeekKind()
@@ -309,32 +345,116 @@ func (s *reachScan) member(depth int) error {
 			s.flag("")
 		}
 		return nil
-	case urlMembers[n] && k == '"':
+	case k == '"' && (urlMembers[n] || n == "filedata"):
 		str, err := s.readString()
 		if err != nil {
 			return err
 		}
-		if !s.allowedURL(str) {
+		if (n != "filedata" || looksLikeURL(str)) && !s.allowedURL(str) {
 			s.flag("")
 		}
 		return nil
-	case depth == 0 && n == "model" && k == '"' && s.kind == KindOpenAI:
+	case k == '"' && n == "model":
 		str, err := s.readString()
 		if err != nil {
 			return err
 		}
-		if m := strings.ToLower(str); strings.Contains(m, "search") || strings.HasSuffix(m, ":online") {
+		if searchModel(str) {
 			s.flag("searches the web")
 		}
 		return nil
-	case depth > 0 && k == '{' && (n == "input" || n == "args" || n == "response"),
-		s.inTool && schemaMembers[n]:
+	case k == '[' && (n == "models" || n == "fallbacks" || n == "fallbackmodels"):
+		return s.models(depth)
+	case k == '{' && (n == "input" && s.ctx == ctxContent || n == "args" && s.ctx == ctxFunctionCall ||
+		n == "response" && s.ctx == ctxFunctionResponse),
+		schemaMembers[n], s.inTool && toolSchemaMembers[n]:
 		if err := s.dec.SkipValue(); err != nil { // the caller's own data, or a schema
 			return errNotJSON
 		}
 		return nil
 	}
-	return s.value(depth + 1)
+	ctx := s.ctx
+	s.ctx = childContext(n)
+	err := s.value(depth + 1)
+	s.ctx = ctx
+	return err
+}
+
+// Contexts of an object: the member holding it (or the array it is in).
+const (
+	ctxOther            = iota
+	ctxContent          // a content block (Anthropic's tool_use holds "input")
+	ctxFunctionCall     // Gemini's functionCall ("args")
+	ctxFunctionResponse // Gemini's functionResponse ("response")
+)
+
+func childContext(n string) int {
+	switch n {
+	case "content":
+		return ctxContent
+	case "functioncall":
+		return ctxFunctionCall
+	case "functionresponse":
+		return ctxFunctionResponse
+	}
+	return ctxOther
+}
+
+// models reads a list of fallback models (OpenRouter's "models",
+// LiteLLM's "fallbacks"): each one that searches the web is refused.
+func (s *reachScan) models(depth int) error {
+	if _, err := s.dec.ReadToken(); err != nil {
+		return errNotJSON
+	}
+	for s.dec.PeekKind() != ']' && s.found == "" {
+		if s.dec.PeekKind() != '"' {
+			if err := s.value(depth + 1); err != nil {
+				return err
+			}
+			continue
+		}
+		str, err := s.readString()
+		if err != nil {
+			return err
+		}
+		if searchModel(str) {
+			s.flag("searches the web")
+		}
+	}
+	if s.found != "" {
+		return nil
+	}
+	if _, err := s.dec.ReadToken(); err != nil {
+		return errNotJSON
+	}
+	return nil
+}
+
+// searchModel reports whether a model of that name searches the web on
+// every request: OpenAI's search models (gpt-4o-search-preview,
+// gpt-5-search-api), Perplexity's Sonar, OpenRouter's ":online" variants.
+func searchModel(m string) bool {
+	m = strings.ToLower(m)
+	return strings.Contains(m, "search") || strings.Contains(m, "sonar") || strings.HasSuffix(strings.TrimSpace(m), ":online")
+}
+
+// looksLikeURL reports whether v (a file_data, which may also be bare
+// base64) names a location: it has a scheme or begins with "//".
+func looksLikeURL(v string) bool {
+	t := strings.TrimSpace(v)
+	if strings.HasPrefix(t, "//") || strings.HasPrefix(t, "\\\\") {
+		return true
+	}
+	i := strings.IndexByte(t, ':')
+	if i <= 0 {
+		return false
+	}
+	for j, r := range t[:i] {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || j > 0 && (r >= '0' && r <= '9' || r == '+' || r == '-' || r == '.')) {
+			return false
+		}
+	}
+	return true
 }
 
 // readString reads a string value, unquoted into s.str.
@@ -349,12 +469,19 @@ func (s *reachScan) readString() (string, error) {
 	return string(s.str), nil
 }
 
-// schemaMembers are the normalized names of a tool's members that hold
-// schemas or examples of the caller's data, not read in a tool.
-var schemaMembers = map[string]bool{
-	"inputschema": true, "parameters": true, "parametersjsonschema": true, "inputexamples": true,
-	"schema": true, "outputschema": true, "response": true, "responsejsonschema": true,
-}
+// schemaMembers are the normalized names of members that hold a schema
+// of output (structured outputs: OpenAI's response_format and
+// text.format, Anthropic's output_format, Gemini's responseSchema), not
+// read; toolSchemaMembers, within a tool, its input schema and examples.
+var (
+	schemaMembers = map[string]bool{
+		"schema": true, "outputschema": true, "responseschema": true, "responsejsonschema": true,
+	}
+	toolSchemaMembers = map[string]bool{
+		"inputschema": true, "parameters": true, "parametersjsonschema": true, "inputexamples": true,
+		"response": true,
+	}
+)
 
 // urlMembers are the normalized names of members whose string is a URL
 // the provider fetches.
@@ -406,6 +533,9 @@ func (s *reachScan) allowedURL(v string) bool {
 	t := strings.TrimSpace(v)
 	if len(t) >= 5 && strings.EqualFold(t[:5], "data:") {
 		return true
+	}
+	if t == v && strings.HasPrefix(t, "/") && !strings.HasPrefix(t, "//") && !strings.ContainsAny(t, "\\\x00") {
+		return true // a path on the provider itself (an OpenAI batch line's "url")
 	}
 	u, err := url.Parse(t)
 	if err != nil || t != v || u.Scheme != "https" || u.User != nil || u.Host == "" ||
@@ -579,7 +709,7 @@ var functionToolMembers = map[string]bool{
 }
 
 // geminiLocalTools are the Gemini tools that reach nothing for the caller.
-var geminiLocalTools = map[string]bool{"functiondeclarations": true, "codeexecution": true, "computeruse": true}
+var geminiLocalTools = map[string]bool{"functiondeclarations": true, "codeexecution": true, "computeruse": true, "filesearch": true}
 
 // localToolType reports whether a tool of type t is run by the caller, or
 // by the provider without connecting out.
