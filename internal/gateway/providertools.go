@@ -35,10 +35,12 @@ import (
 // the method or endpoint, batches included) and refuses, with 403
 // [ErrProviderTool], one that holds at any depth:
 //
-//   - a member mcp_servers or web_search_options (not null), or, at the
-//     top, plugins (OpenRouter's web plugin);
-//   - a member network_policy other than null or {"type":"disabled"}
-//     (OpenAI's hosted shell and code interpreter containers);
+//   - a member mcp_servers, web_search_options or webhook_config (not
+//     null), sources in an environment (what a hosted agent mounts), or,
+//     at the top, plugins (OpenRouter's web plugin);
+//   - a network setting (network_policy, network, networking: OpenAI's
+//     hosted containers and agents, Anthropic's environments, Gemini's)
+//     that is not off (networkDisabled);
 //   - a URL member (url, uri, image_url, file_url, file_uri, server_url,
 //     and their other spellings; file_data when it has a scheme) whose
 //     string value is neither a data: URL, a path ("/v1/...", an OpenAI
@@ -55,15 +57,16 @@ import (
 //     ...) or Gemini's functionDeclarations, codeExecution, computerUse
 //     or fileSearch; each tool's own members are read by the same rules,
 //     its schemas (input_schema, parameters, ...) excepted;
-//   - a "model", or a string in a list of fallback models ("models",
-//     "fallbacks", "fallback_models"), that searches the web on every
-//     request (searchModel).
+//   - a "model" or "agent", or a string in a list of fallback models
+//     ("models", "fallbacks", "fallback_models"), that searches the web on
+//     every request (searchModel).
 //
 // Not read: a schema of structured output ("schema", "responseSchema",
-// ...), and the caller's own tool-call data, which the provider fetches
-// nothing from: "input" in a content block (Anthropic's tool_use),
-// "args" in a functionCall and "response" in a functionResponse
-// (Gemini's).
+// ...), "metadata" (stored, never acted on), the string variables of a
+// prompt (text), and the caller's own tool-call data, which the provider
+// fetches nothing from: "input" in a content block (Anthropic's
+// tool_use), "args" in a functionCall and "response" in a
+// functionResponse (Gemini's).
 //
 // Member names match whatever their case and with "_" and "-" ignored
 // ("mcpServers", "MCP-SERVERS"); every member of a repeated name is
@@ -73,9 +76,11 @@ import (
 //
 // A multipart/form-data body that is not JSON is read part by part
 // (multipartReach): a part that is one JSON document is checked, and in
-// a form whose purpose is "batch" (an OpenAI batch input file) so is
-// every line of a UTF-8 part that begins with "{" or "["; other parts
-// (audio, an image, a text) pass. A body the gateway cannot read is
+// a form whose purpose is "batch" or a part of an upload (an OpenAI batch
+// input file) so is every line of a UTF-8 part that begins with "{" or
+// "["; other parts (audio, an image, a text) pass. A form parsers could
+// read two ways is refused: a second or extended boundary parameter, a
+// part whose Content-Disposition is repeated or names no form field. A body the gateway cannot read is
 // refused too ([ErrBodyUnchecked]): content-encoded (400), over
 // [maxModelBody] (413), not JSON nor a multipart form (400), a part sent
 // base64 or quoted-printable, or a batch line that begins with "{" and is
@@ -104,7 +109,7 @@ const maxToolsDepth = 256
 // checkProviderTools reads body (r's, held whole; nil if over the bound
 // or absent, told apart by hasBody) for what the provider p would reach
 // out to, unless p allows provider-run tools.
-func checkProviderTools(p *provider, r *http.Request, body []byte, hasBody bool) error {
+func checkProviderTools(p *provider, r *http.Request, rest string, body []byte, hasBody bool) error {
 	if p.providerTools || !hasModels(p.kind) || !hasBody {
 		return nil
 	}
@@ -116,11 +121,18 @@ func checkProviderTools(p *provider, r *http.Request, body []byte, hasBody bool)
 	}
 	what, err := providerReach(body, p.kind, p.base)
 	if err != nil {
-		mt, params, perr := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		ct := r.Header.Get("Content-Type")
+		mt, params, perr := mime.ParseMediaType(ct)
 		if perr != nil || mt != "multipart/form-data" || json.Valid(body) {
 			return err
 		}
-		if what, err = multipartReach(body, params["boundary"], p.kind, p.base); err != nil {
+		if lct := strings.ToLower(ct); strings.Count(lct, "boundary") != 1 || strings.Contains(lct, "boundary*") {
+			return errNotJSON // parsers differ on which boundary wins
+		}
+		// A part of an upload (OpenAI's /v1/uploads/{id}/parts) is a piece
+		// of a file whose purpose was given apart: read it as a batch file.
+		upload := strings.Contains(rest, "/uploads/")
+		if what, err = multipartReach(body, params["boundary"], upload, p.kind, p.base); err != nil {
 			return err
 		}
 	}
@@ -135,7 +147,7 @@ func checkProviderTools(p *provider, r *http.Request, body []byte, hasBody bool)
 // whose purpose is "batch" (an OpenAI batch input file, whose every line
 // the provider runs as a request), each line of every part that is UTF-8
 // text: a line that begins with "{" must be JSON.
-func multipartReach(body []byte, boundary, kind string, base *url.URL) (string, error) {
+func multipartReach(body []byte, boundary string, batch bool, kind string, base *url.URL) (string, error) {
 	if boundary == "" {
 		return "", errNotJSON
 	}
@@ -144,7 +156,6 @@ func multipartReach(body []byte, boundary, kind string, base *url.URL) (string, 
 		data []byte
 	}
 	var parts []part
-	batch := false
 	mr := multipart.NewReader(bytes.NewReader(body), boundary)
 	for {
 		p, err := mr.NextRawPart()
@@ -160,6 +171,9 @@ func multipartReach(body []byte, boundary, kind string, base *url.URL) (string, 
 			default:
 				return "", errBadPart // base64 or quoted-printable: could hide JSON Lines
 			}
+		}
+		if cd := p.Header.Values("Content-Disposition"); len(cd) > 1 || len(cd) == 1 && p.FormName() == "" {
+			return "", errBadPart // parsers differ on what such a part is named
 		}
 		data, err := io.ReadAll(p)
 		if err != nil {
@@ -327,7 +341,8 @@ func (s *reachScan) member(depth int) error {
 	switch {
 	case n == "tools":
 		return s.tools(depth)
-	case n == "mcpservers" || n == "websearchoptions" || depth == 0 && n == "plugins":
+	case n == "mcpservers" || n == "websearchoptions" || depth == 0 && n == "plugins" ||
+		n == "webhookconfig" || n == "sources" && s.ctx == ctxEnvironment:
 		if k == 'n' {
 			return s.value(depth + 1)
 		}
@@ -336,7 +351,7 @@ func (s *reachScan) member(depth int) error {
 		}
 		s.flag("")
 		return nil
-	case n == "networkpolicy":
+	case n == "networkpolicy" || n == "network" || n == "networking":
 		raw, err := s.dec.ReadValue()
 		if err != nil {
 			return errNotJSON
@@ -345,7 +360,7 @@ func (s *reachScan) member(depth int) error {
 			s.flag("")
 		}
 		return nil
-	case k == '"' && (urlMembers[n] || n == "filedata"):
+	case k == '"' && (urlMembers[n] || n == "filedata") && s.ctx != ctxVariables:
 		str, err := s.readString()
 		if err != nil {
 			return err
@@ -354,7 +369,7 @@ func (s *reachScan) member(depth int) error {
 			s.flag("")
 		}
 		return nil
-	case k == '"' && n == "model":
+	case k == '"' && (n == "model" || n == "agent"):
 		str, err := s.readString()
 		if err != nil {
 			return err
@@ -367,8 +382,8 @@ func (s *reachScan) member(depth int) error {
 		return s.models(depth)
 	case k == '{' && (n == "input" && s.ctx == ctxContent || n == "args" && s.ctx == ctxFunctionCall ||
 		n == "response" && s.ctx == ctxFunctionResponse),
-		schemaMembers[n], s.inTool && toolSchemaMembers[n]:
-		if err := s.dec.SkipValue(); err != nil { // the caller's own data, or a schema
+		schemaMembers[n], s.inTool && toolSchemaMembers[n], n == "metadata" || n == "usermetadata":
+		if err := s.dec.SkipValue(); err != nil { // the caller's own data, a schema, or metadata
 			return errNotJSON
 		}
 		return nil
@@ -386,6 +401,8 @@ const (
 	ctxContent          // a content block (Anthropic's tool_use holds "input")
 	ctxFunctionCall     // Gemini's functionCall ("args")
 	ctxFunctionResponse // Gemini's functionResponse ("response")
+	ctxVariables        // a prompt's variables: a string is text, not a URL
+	ctxEnvironment      // a hosted agent's environment ("sources" it mounts)
 )
 
 func childContext(n string) int {
@@ -396,6 +413,10 @@ func childContext(n string) int {
 		return ctxFunctionCall
 	case "functionresponse":
 		return ctxFunctionResponse
+	case "variables":
+		return ctxVariables
+	case "environment":
+		return ctxEnvironment
 	}
 	return ctxOther
 }
@@ -430,12 +451,23 @@ func (s *reachScan) models(depth int) error {
 	return nil
 }
 
-// searchModel reports whether a model of that name searches the web on
-// every request: OpenAI's search models (gpt-4o-search-preview,
-// gpt-5-search-api), Perplexity's Sonar, OpenRouter's ":online" variants.
+// searchModel reports whether a model or agent of that name searches the
+// web on every request: a word of it (split at anything but letters and
+// digits) begins with "search" (OpenAI's gpt-4o-search-preview,
+// gpt-5-search-api) or "sonar" (Perplexity's), is "online" (OpenRouter's
+// ":online" variants), or "deep" and "research" follow each other
+// (o3-deep-research, Gemini's deep-research agent).
 func searchModel(m string) bool {
-	m = strings.ToLower(m)
-	return strings.Contains(m, "search") || strings.Contains(m, "sonar") || strings.HasSuffix(strings.TrimSpace(m), ":online")
+	words := strings.FieldsFunc(strings.ToLower(m), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	})
+	for i, w := range words {
+		if strings.HasPrefix(w, "search") || strings.HasPrefix(w, "sonar") || w == "online" ||
+			w == "research" && i > 0 && words[i-1] == "deep" {
+			return true
+		}
+	}
+	return false
 }
 
 // looksLikeURL reports whether v (a file_data, which may also be bare
@@ -490,12 +522,17 @@ var urlMembers = map[string]bool{
 	"serverurl": true, "documenturl": true, "audiourl": true, "videourl": true,
 }
 
-// networkDisabled reports whether a network_policy value gives no
-// network: null, or an object whose every "type" is "disabled".
+// networkDisabled reports whether a network setting (OpenAI's
+// network_policy and agent network, Anthropic's environment networking,
+// Gemini's environment network) gives no network: null, "disabled" or
+// "none", or an object with at least one of type, access, mode or
+// allowlist, each of them "disabled" or "none".
 func networkDisabled(raw jsontext.Value) bool {
 	switch raw.Kind() {
 	case 'n':
 		return true
+	case '"':
+		return offValue(raw)
 	case '{':
 	default:
 		return false
@@ -504,26 +541,36 @@ func networkDisabled(raw jsontext.Value) bool {
 	if _, err := dec.ReadToken(); err != nil {
 		return false
 	}
-	typed := false
+	decided := false
 	var name []byte
 	for dec.PeekKind() == '"' {
 		kt, err := dec.ReadToken()
 		if err != nil {
 			return false
 		}
-		if name = normName(name[:0], []byte(kt.String())); string(name) != "type" {
-			if dec.SkipValue() != nil {
-				return false
-			}
-			continue
-		}
-		vt, err := dec.ReadToken()
-		if err != nil || vt.Kind() != '"' || !strings.EqualFold(vt.String(), "disabled") {
+		name = normName(name[:0], []byte(kt.String())) // before the next read voids kt
+		v, err := dec.ReadValue()
+		if err != nil {
 			return false
 		}
-		typed = true
+		switch string(name) {
+		case "type", "access", "mode", "allowlist":
+			if !offValue(v) {
+				return false
+			}
+			decided = true
+		}
 	}
-	return typed
+	return decided
+}
+
+// offValue reports whether v is the JSON string "disabled" or "none".
+func offValue(v jsontext.Value) bool {
+	if v.Kind() != '"' {
+		return false
+	}
+	b, err := jsontext.AppendUnquote(nil, v)
+	return err == nil && (strings.EqualFold(string(b), "disabled") || strings.EqualFold(string(b), "none"))
 }
 
 // allowedURL reports whether the provider may fetch v: a data: URL, or

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"compress/gzip"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -143,6 +144,10 @@ func TestProviderReach(t *testing.T) {
 		{"null mcp_servers", `{"mcp_servers":null,"tools":null}`, ""},
 		{"network disabled", `{"tools":[{"type":"shell","environment":{"type":"container_auto","network_policy":{"type":"disabled"}}}]}`, ""},
 		{"caller's tool-call data", `{"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"fetch","input":{"url":"https://example.com","tools":[{"type":"mcp"}]}}]}]}`, ""},
+		{"metadata", `{"metadata":{"url":"https://github.com/x","model":"research-bot","tools":"web_search"}}`, ""},
+		{"prompt variable text", `{"prompt":{"id":"p","variables":{"url":"https://example.com/page"}}}`, ""},
+		{"network off", `{"environment":{"network":{"access":"disabled"}},"config":{"networking":{"type":"none"}},"x":{"network":"disabled"}}`, ""},
+		{"research model", `{"model":"research-bot"}`, ""},
 		{"relative URL", `{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"gpt-4.1"}}`, ""},
 		{"bare base64 file_data", `{"messages":[{"content":[{"type":"file","file":{"filename":"a.pdf","file_data":"JVBERi0xLjQK"}}]}]}`, ""},
 		{"output schema with a tools property", `{"text":{"format":{"type":"json_schema","name":"plan","schema":{"type":"object","properties":{"tools":{"type":"array","items":{"type":"string"}}}}}}}`, ""},
@@ -153,7 +158,12 @@ func TestProviderReach(t *testing.T) {
 		{"search model among fallbacks", `{"model":"gpt-4.1","models":["gpt-4.1","perplexity/sonar-pro"]}`, "/models/1 searches the web"},
 		{"prompt variable named input", `{"prompt":{"id":"p","variables":{"input":{"type":"input_image","image_url":"https://x.example/i.png"}}}}`, "/prompt/variables/input/image_url"},
 		{"args outside a functionCall", `{"x":{"args":{"url":"https://x.example"}}}`, "/x/args/url"},
-		{"tools key below top level", `{"metadata":{"tools":[{"type":"web_search"}]}}`, "/metadata/tools/0 type web_search"},
+		{"tools key below top level", `{"extra":{"tools":[{"type":"web_search"}]}}`, "/extra/tools/0 type web_search"},
+		{"agent network enabled", `{"environment":{"type":"openai_hosted","network":{"access":"enabled"}}}`, "/environment/network"},
+		{"environment networking", `{"config":{"type":"cloud","networking":{"type":"unrestricted"}}}`, "/config/networking"},
+		{"gemini webhook", `{"input":"hi","webhook_config":{"uris":["https://x.example/h"]}}`, "/webhook_config"},
+		{"environment sources", `{"environment":{"network":{"allowlist":"disabled"},"sources":[{"type":"gcs","source":"gs://b/x"}]}}`, "/environment/sources"},
+		{"deep research agent", `{"agent":"deep-research-preview-04-2026","input":"hi"}`, "/agent searches the web"},
 		{"network allowlist", `{"tools":[{"type":"code_interpreter","container":{"type":"auto","network_policy":{"type":"allowlist","allowed_domains":["x.example"]}}}]}`, "/tools/0/container/network_policy"},
 		{"network disabled twice typed", `{"tools":[{"type":"shell","environment":{"network_policy":{"type":"disabled","type":"allowlist"}}}]}`, "/tools/0/environment/network_policy"},
 		{"URL inside an allowed tool", `{"tools":[{"type":"image_generation","input_image_mask":{"image_url":"https://x.example/m.png"}}]}`, "/tools/0/input_image_mask/image_url"},
@@ -249,14 +259,15 @@ func TestMultipartReach(t *testing.T) {
 		{"audio", "Content-Type: audio/wav\r\n", "RIFF\x00\x01binary", "", nil},
 		{"broken line", "", ok + "\n{\"a\":", "", errBadPart},
 		{"base64 part", "Content-Transfer-Encoding: base64\r\n", "eyJ0b29scyI6W119", "", errBadPart},
+		{"second disposition", "Content-Disposition: form-data; name=\"purpose\"\r\n", "batch", "", errBadPart},
 	}
 	for _, c := range cases {
-		got, err := multipartReach(form(c.hdr, c.data), "b", KindOpenAI, base)
+		got, err := multipartReach(form(c.hdr, c.data), "b", false, KindOpenAI, base)
 		if got != c.want || err != c.err {
 			t.Errorf("%s: multipartReach = %q, %v; want %q, %v", c.name, got, err, c.want, c.err)
 		}
 	}
-	if _, err := multipartReach([]byte("not a form"), "b", KindOpenAI, base); err == nil {
+	if _, err := multipartReach([]byte("not a form"), "b", false, KindOpenAI, base); err == nil {
 		t.Error("a body that is no form: no error")
 	}
 }
@@ -299,4 +310,27 @@ func BenchmarkProviderReachNested(b *testing.B) {
 		tn += time.Since(start)
 	}
 	b.ReportMetric(float64(tn)/float64(tf), "nested-x-flat")
+}
+
+// FuzzProviderReach: no body makes the check panic (a jsontext token
+// read after the decoder moved on panics), and a body it lets through is
+// JSON.
+func FuzzProviderReach(f *testing.F) {
+	for _, s := range []string{
+		`{"tools":[{"type":"shell","environment":{"network_policy":{"type":"disabled"}}}]}`,
+		`{"model":"m","models":["a",{"model":"b"}],"messages":[{"content":[{"type":"tool_use","input":{"url":"x"}}]}]}`,
+		`{"environment":{"network":{"access":"restricted","allowed_domains":["x"]},"sources":[]},"config":{"networking":{"type":"none"}}}`,
+		`{"prompt":{"variables":{"url":"u","input":{"image_url":"https://x"}}},"metadata":{"a":1},"webhook_config":null}`,
+		`{"tools":{"name":"n","tools":[{"type":"namespace","tools":[{"type":"function"}]}]}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	base := &url.URL{Scheme: "https", Host: "api.openai.com", Path: "/v1"}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		what, err := providerReach(body, KindOpenAI, base)
+		if err == nil && what == "" && !json.Valid(body) {
+			t.Errorf("providerReach let through a body that is not JSON: %q", body)
+		}
+		multipartReach(body, "b", true, KindOpenAI, base)
+	})
 }

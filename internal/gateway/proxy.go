@@ -333,7 +333,7 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		defer release()
 	}
 	if checkTools {
-		if err := checkProviderTools(p, r, body, hasBody); err != nil {
+		if err := checkProviderTools(p, r, rest, body, hasBody); err != nil {
 			g.refuse(w, r, name, jti, err)
 			return
 		}
