@@ -1,4 +1,4 @@
-package gateway
+package providerreach
 
 import (
 	"net/url"
@@ -42,7 +42,7 @@ func BenchmarkAttackProviderReachNestedTools(b *testing.B) {
 			b.SetBytes(int64(len(c.body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				providerReach(c.body, KindAnthropic, base)
+				reach(c.body, base)
 			}
 		})
 	}
@@ -75,13 +75,13 @@ func TestAttackProviderReachNestedToolsCost(t *testing.T) {
 	}
 	base := &url.URL{Scheme: "https", Host: "api.anthropic.com"}
 	body := attackNestedTools(200, 256<<10)
-	if got, err := providerReach(body, KindAnthropic, base); err != nil || got != "" {
+	if got, err := reach(body, base); err != nil || got != "" {
 		t.Fatalf("providerReach = %q, %v; want an ordinary body", got, err)
 	}
 	r := testing.Benchmark(func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			providerReach(body, KindAnthropic, base)
+			reach(body, base)
 		}
 	})
 	if per := float64(r.AllocedBytesPerOp()) / float64(len(body)); per > 16 {

@@ -1,0 +1,60 @@
+package providerreach
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"net/url"
+	"strings"
+)
+
+// Request is what [Check] needs of a request besides its body.
+type Request struct {
+	// Base is the provider's base URL: https URLs under it may be named
+	// (a file of Gemini's Files API). Required.
+	Base *url.URL
+	// ContentType is the request's Content-Type header ("" if none).
+	ContentType string
+	// Path is the request's path after the provider's base, e.g.
+	// "/v1/uploads/upload_abc/parts" (a part of an upload is read as a
+	// batch file).
+	Path string
+}
+
+// MaxDepth bounds the nesting of a checked body, in arrays and objects.
+const MaxDepth = 256
+
+var (
+	// ErrUnchecked: the body could not be read; the text says why, e.g.
+	// "request body cannot be checked: not JSON".
+	ErrUnchecked = errors.New("request body cannot be checked")
+
+	errNotJSON = fmt.Errorf("%w: not JSON", ErrUnchecked)
+	errTooDeep = fmt.Errorf("%w: nested too deep", ErrUnchecked)
+	errBadPart = fmt.Errorf("%w: a multipart part is neither JSON nor JSON Lines", ErrUnchecked)
+)
+
+// Check returns where body has the provider connect out for the caller,
+// as a JSON Pointer (RFC 6901) into it and what is there, e.g. "/tools/0
+// type web_fetch_20250910", or "part 1 line 3 /body/model searches the
+// web" in a multipart form; "" if nowhere. It returns an [ErrUnchecked]
+// if the body cannot be read. It reads body once (about 500 MB/s) and
+// keeps nothing; safe for concurrent use.
+func Check(body []byte, r Request) (string, error) {
+	what, err := reach(body, r.Base)
+	if err == nil {
+		return what, nil
+	}
+	mt, params, perr := mime.ParseMediaType(r.ContentType)
+	if perr != nil || mt != "multipart/form-data" || json.Valid(body) {
+		return "", err
+	}
+	if lct := strings.ToLower(r.ContentType); strings.Count(lct, "boundary") != 1 || strings.Contains(lct, "boundary*") {
+		return "", errNotJSON // parsers differ on which boundary wins
+	}
+	// A part of an upload (OpenAI's /v1/uploads/{id}/parts) is a piece
+	// of a file whose purpose was given apart: read it as a batch file.
+	upload := strings.Contains(r.Path, "/uploads/")
+	return multipartReach(body, params["boundary"], upload, r.Base)
+}
