@@ -15,8 +15,10 @@
 // endpoint, batches included) and reports where it holds, at any depth:
 //
 //   - a member mcp_servers, web_search_options or webhook_config (not
-//     null), sources in an environment (what a hosted agent mounts), or,
-//     at the top, plugins (OpenRouter's web plugin);
+//     null), sources in an environment (what a hosted agent mounts),
+//     enable_search (not false: DashScope's), or, at the top, plugins
+//     (OpenRouter's web plugin), preset (Perplexity's agent presets),
+//     search_options or search_parameters (xAI's live search);
 //   - a network setting (network_policy, network, networking: OpenAI's
 //     hosted containers and agents, Anthropic's environments, Gemini's)
 //     that is not off (networkDisabled);
@@ -38,7 +40,8 @@
 //     its schemas (input_schema, parameters, ...) excepted;
 //   - a "model" or "agent", or a string in a list of fallback models
 //     ("models", "fallbacks", "fallback_models"), that searches the web on
-//     every request (searchModel).
+//     every request (searchModel: search*, sonar*, online, compound,
+//     deep-research, an OpenRouter @preset).
 //
 // Not read: a schema of structured output ("schema", "responseSchema",
 // ...), "metadata" (stored, never acted on), the string variables of a
@@ -62,8 +65,11 @@
 // boundary parameter, a part whose Content-Disposition is repeated or
 // names no form field.
 //
-// A body it cannot read is an [ErrUnchecked]: not JSON nor a multipart
-// form, a part sent base64 or quoted-printable, a batch line that begins
+// Only a body of no Content-Type, application/json, text/json,
+// text/plain or any +json type is read as JSON, and it must be one
+// object: a provider may read another type (Google's JSPB, a positional
+// array) otherwise. A body it cannot read is an [ErrUnchecked]: another
+// Content-Type, not a JSON object nor a multipart form, a part sent base64 or quoted-printable, a batch line that begins
 // with "{" and is not JSON, or nested deeper than [MaxDepth]. (The
 // gateway refuses, unread, a content-encoded body and one over its size
 // bound.) Every finding and error is a refusal: the caller fails closed.

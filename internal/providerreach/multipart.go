@@ -57,7 +57,7 @@ func multipartReach(body []byte, boundary string, batch bool, base *url.URL) (st
 	for i, p := range parts {
 		t := trimLead(p.data)
 		if json.Valid(t) {
-			what, err := reach(t, base)
+			what, err := reachAny(t, base)
 			if what != "" || err != nil {
 				return partWhat(i, 0, what), err
 			}
@@ -77,7 +77,7 @@ func multipartReach(body []byte, boundary string, batch bool, base *url.URL) (st
 				}
 				return "", errBadPart
 			}
-			what, err := reach(line, base)
+			what, err := reachAny(line, base)
 			if what != "" || err != nil {
 				return partWhat(i, j+1, what), err
 			}

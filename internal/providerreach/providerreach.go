@@ -30,9 +30,11 @@ var (
 	// "request body cannot be checked: not JSON".
 	ErrUnchecked = errors.New("request body cannot be checked")
 
-	errNotJSON = fmt.Errorf("%w: not JSON", ErrUnchecked)
-	errTooDeep = fmt.Errorf("%w: nested too deep", ErrUnchecked)
-	errBadPart = fmt.Errorf("%w: a multipart part is neither JSON nor JSON Lines", ErrUnchecked)
+	errNotJSON   = fmt.Errorf("%w: not JSON", ErrUnchecked)
+	errTooDeep   = fmt.Errorf("%w: nested too deep", ErrUnchecked)
+	errNotObject = fmt.Errorf("%w: not a JSON object", ErrUnchecked)
+	errMediaType = fmt.Errorf("%w: Content-Type is neither JSON nor a multipart form", ErrUnchecked)
+	errBadPart   = fmt.Errorf("%w: a multipart part is neither JSON nor JSON Lines", ErrUnchecked)
 )
 
 // Check returns where body has the provider connect out for the caller,
@@ -42,13 +44,16 @@ var (
 // if the body cannot be read. It reads body once (about 500 MB/s) and
 // keeps nothing; safe for concurrent use.
 func Check(body []byte, r Request) (string, error) {
-	what, err := reach(body, r.Base)
-	if err == nil {
-		return what, nil
-	}
 	mt, params, perr := mime.ParseMediaType(r.ContentType)
-	if perr != nil || mt != "multipart/form-data" || json.Valid(body) {
-		return "", err
+	if strings.TrimSpace(r.ContentType) == "" {
+		mt, perr = "", nil
+	}
+	if perr != nil || !jsonMediaType(mt) && mt != "multipart/form-data" {
+		return "", errMediaType // the provider may read it otherwise (Google's JSPB)
+	}
+	what, err := reach(body, r.Base)
+	if err == nil || mt != "multipart/form-data" || json.Valid(body) {
+		return what, err
 	}
 	if lct := strings.ToLower(r.ContentType); strings.Count(lct, "boundary") != 1 || strings.Contains(lct, "boundary*") {
 		return "", errNotJSON // parsers differ on which boundary wins
@@ -57,4 +62,15 @@ func Check(body []byte, r Request) (string, error) {
 	// of a file whose purpose was given apart: read it as a batch file.
 	upload := strings.Contains(r.Path, "/uploads/")
 	return multipartReach(body, params["boundary"], upload, r.Base)
+}
+
+// jsonMediaType reports whether a body of media type mt is read as JSON:
+// none, application/json, text/json, text/plain (what a bare fetch
+// sends) or any +json type.
+func jsonMediaType(mt string) bool {
+	switch mt {
+	case "", "application/json", "text/json", "text/plain":
+		return true
+	}
+	return strings.HasSuffix(mt, "+json")
 }

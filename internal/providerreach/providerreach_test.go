@@ -221,3 +221,35 @@ func FuzzProviderReach(f *testing.F) {
 		multipartReach(body, "b", true, base)
 	})
 }
+
+// TestCheck: what Check reads as JSON, by Content-Type, and the members
+// of OpenAI-compatible providers that search on the caller's behalf.
+func TestCheck(t *testing.T) {
+	base := &url.URL{Scheme: "https", Host: "api.example"}
+	cases := []struct {
+		name, ct, body, want string
+		err              error
+	}{
+		{"no type", "", `{"model":"m"}`, "", nil},
+		{"json", "application/json; charset=utf-8", `{"model":"m"}`, "", nil},
+		{"plain text", "text/plain;charset=UTF-8", `{"model":"m"}`, "", nil},
+		{"JSPB", "application/json+protobuf", `[[["hi"]]]`, "", errMediaType},
+		{"form", "application/x-www-form-urlencoded", `{"model":"m"}`, "", errMediaType},
+		{"bad type", "application/", `{"model":"m"}`, "", errMediaType},
+		{"top-level array", "application/json", `[{"model":"m"}]`, "", errNotObject},
+		{"not JSON", "application/json", `model=m`, "", errNotJSON},
+		{"DashScope enable_search", "", `{"model":"qwen-plus","enable_search":true}`, "/enable_search", nil},
+		{"enable_search off", "", `{"model":"qwen-plus","enable_search":false,"search_options":null}`, "", nil},
+		{"xAI search_parameters", "", `{"model":"grok-4","search_parameters":{"mode":"on"}}`, "/search_parameters", nil},
+		{"Perplexity preset", "", `{"preset":"pro-search","input":"hi"}`, "/preset", nil},
+		{"Groq compound", "", `{"model":"groq/compound-mini"}`, "/model searches the web", nil},
+		{"OpenRouter preset model", "", `{"model":"@preset/web"}`, "/model searches the web", nil},
+		{"legacy functions", "", `{"functions":[{"name":"f","parameters":{"type":"object","properties":{"network":{"type":"string"},"tools":{"type":"array"}}}}]}`, "", nil},
+	}
+	for _, c := range cases {
+		got, err := Check([]byte(c.body), Request{Base: base, ContentType: c.ct})
+		if got != c.want || err != c.err {
+			t.Errorf("%s: Check = %q, %v; want %q, %v", c.name, got, err, c.want, c.err)
+		}
+	}
+}

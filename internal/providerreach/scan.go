@@ -17,6 +17,13 @@ import (
 // URLs may be named.
 func reach(body []byte, base *url.URL) (string, error) {
 	s := reachScan{dec: jsontext.NewDecoder(bytes.NewReader(body), reachOptions...), base: base}
+	switch s.dec.PeekKind() {
+	case '{':
+	case 0:
+		return "", errNotJSON
+	default:
+		return "", errNotObject // a request is an object; an array may be positional (JSPB)
+	}
 	if err := s.value(0); err != nil {
 		return "", err
 	}
@@ -24,6 +31,16 @@ func reach(body []byte, base *url.URL) (string, error) {
 		if _, err := s.dec.ReadToken(); err != io.EOF {
 			return "", errNotJSON
 		}
+	}
+	return s.found, nil
+}
+
+// reachAny is reach for a JSON document of a multipart form, which may
+// also be an array.
+func reachAny(body []byte, base *url.URL) (string, error) {
+	s := reachScan{dec: jsontext.NewDecoder(bytes.NewReader(body), reachOptions...), base: base}
+	if err := s.value(0); err != nil {
+		return "", err
 	}
 	return s.found, nil
 }
@@ -100,8 +117,9 @@ func (s *reachScan) member(depth int) error {
 	switch {
 	case n == "tools":
 		return s.tools(depth)
-	case n == "mcpservers" || n == "websearchoptions" || depth == 0 && n == "plugins" ||
-		n == "webhookconfig" || n == "sources" && s.ctx == ctxEnvironment:
+	case n == "mcpservers" || n == "websearchoptions" || n == "webhookconfig" ||
+		n == "sources" && s.ctx == ctxEnvironment ||
+		depth == 0 && (n == "plugins" || n == "preset" || n == "searchoptions" || n == "searchparameters"):
 		if k == 'n' {
 			return s.value(depth + 1)
 		}
@@ -139,6 +157,18 @@ func (s *reachScan) member(depth int) error {
 		return nil
 	case k == '[' && (n == "models" || n == "fallbacks" || n == "fallbackmodels"):
 		return s.models(depth)
+	case n == "enablesearch" && k != 'f' && k != 'n':
+		if err := s.dec.SkipValue(); err != nil {
+			return errNotJSON
+		}
+		s.flag("")
+		return nil
+	case n == "functions": // legacy function definitions: their schemas are not read
+		inTool := s.inTool
+		s.inTool = true
+		err := s.value(depth + 1)
+		s.inTool = inTool
+		return err
 	case k == '{' && (n == "input" && s.ctx == ctxContent || n == "args" && s.ctx == ctxFunctionCall ||
 		n == "response" && s.ctx == ctxFunctionResponse),
 		schemaMembers[n], s.inTool && toolSchemaMembers[n], n == "metadata" || n == "usermetadata":
@@ -214,14 +244,19 @@ func (s *reachScan) models(depth int) error {
 // web on every request: a word of it (split at anything but letters and
 // digits) begins with "search" (OpenAI's gpt-4o-search-preview,
 // gpt-5-search-api) or "sonar" (Perplexity's), is "online" (OpenRouter's
-// ":online" variants), or "deep" and "research" follow each other
-// (o3-deep-research, Gemini's deep-research agent).
+// ":online" variants) or "compound" (Groq's compound systems, which
+// search and visit websites), "deep" and "research" follow each other
+// (o3-deep-research, Gemini's deep-research agent), or it is an
+// OpenRouter preset ("@preset/...", whose tools are set elsewhere).
 func searchModel(m string) bool {
+	if strings.HasPrefix(strings.TrimSpace(m), "@") {
+		return true
+	}
 	words := strings.FieldsFunc(strings.ToLower(m), func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
 	})
 	for i, w := range words {
-		if strings.HasPrefix(w, "search") || strings.HasPrefix(w, "sonar") || w == "online" ||
+		if strings.HasPrefix(w, "search") || strings.HasPrefix(w, "sonar") || w == "online" || w == "compound" ||
 			w == "research" && i > 0 && words[i-1] == "deep" {
 			return true
 		}
