@@ -228,7 +228,7 @@ func TestCheck(t *testing.T) {
 	base := &url.URL{Scheme: "https", Host: "api.example"}
 	cases := []struct {
 		name, ct, body, want string
-		err              error
+		err                  error
 	}{
 		{"no type", "", `{"model":"m"}`, "", nil},
 		{"json", "application/json; charset=utf-8", `{"model":"m"}`, "", nil},
