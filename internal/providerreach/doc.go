@@ -1,9 +1,8 @@
 // Package providerreach decides whether a model request has the
-// provider connect out on the caller's behalf. A model request can ask
-// the provider itself to connect somewhere on
-// the caller's behalf: a tool the provider runs (Anthropic's web fetch and
-// web search, its MCP connector's mcp_servers, OpenAI's remote MCP and
-// web search tools, Gemini's URL context and Google Search), a hosted
+// provider itself connect out on the caller's behalf: through a tool the
+// provider runs (Anthropic's web fetch and web search, its MCP
+// connector's mcp_servers, OpenAI's remote MCP and web search tools,
+// Gemini's URL context and Google Search), a hosted
 // container given network access, a model that searches the web on every
 // request, or content it fetches from a URL (an image, a document or a
 // file given by URL). A sandbox whose only way out is custody could use
@@ -44,7 +43,8 @@
 //     deep-research, an OpenRouter @preset).
 //
 // Not read: a schema of structured output ("schema", "responseSchema",
-// ...), "metadata" (stored, never acted on), the string variables of a
+// ...) or of a legacy "functions" list, "metadata" (stored, never acted
+// on), the string variables of a
 // prompt (text), and the caller's own tool-call data, which the provider
 // fetches nothing from: "input" in a content block (Anthropic's
 // tool_use), "args" in a functionCall and "response" in a
@@ -69,8 +69,14 @@
 // text/plain or any +json type is read as JSON, and it must be one
 // object: a provider may read another type (Google's JSPB, a positional
 // array) otherwise. A body it cannot read is an [ErrUnchecked]: another
-// Content-Type, not a JSON object nor a multipart form, a part sent base64 or quoted-printable, a batch line that begins
-// with "{" and is not JSON, or nested deeper than [MaxDepth]. (The
-// gateway refuses, unread, a content-encoded body and one over its size
-// bound.) Every finding and error is a refusal: the caller fails closed.
+// Content-Type, not a JSON object nor a multipart form, a part sent
+// base64 or quoted-printable, a batch line that begins with "{" and is
+// not JSON, or nested deeper than [MaxDepth]. (The gateway refuses,
+// unread, a content-encoded body and one over its size bound.) Every
+// finding and error is a refusal: the caller fails closed.
+//
+// The rules know Anthropic, OpenAI and Gemini, and the switches of a few
+// OpenAI-compatible providers (OpenRouter, Perplexity, Groq, DashScope,
+// xAI); another provider may reach out through a member or model name
+// they do not know.
 package providerreach
