@@ -71,14 +71,9 @@ func (s *reachScan) value(depth int) error {
 			return errNotJSON
 		}
 		for s.dec.PeekKind() != '}' && s.found == "" {
-			raw, err := s.dec.ReadValue() // the name
-			if err != nil || raw.Kind() != '"' {
-				return errNotJSON
+			if err := s.readName(); err != nil {
+				return err
 			}
-			if s.str, err = jsontext.AppendUnquote(s.str[:0], raw); err != nil {
-				return errNotJSON
-			}
-			s.name = normName(s.name[:0], s.str)
 			if err := s.member(depth); err != nil {
 				return err
 			}
@@ -281,6 +276,20 @@ func looksLikeURL(v string) bool {
 		}
 	}
 	return true
+}
+
+// readName reads an object member's name: unquoted into s.str, and
+// normalized (normName) into s.name.
+func (s *reachScan) readName() error {
+	raw, err := s.dec.ReadValue()
+	if err != nil || raw.Kind() != '"' {
+		return errNotJSON
+	}
+	if s.str, err = jsontext.AppendUnquote(s.str[:0], raw); err != nil {
+		return errNotJSON
+	}
+	s.name = normName(s.name[:0], s.str)
+	return nil
 }
 
 // readString reads a string value, unquoted into s.str.

@@ -3,8 +3,6 @@ package providerreach
 import (
 	"slices"
 	"strings"
-
-	"github.com/go-json-experiment/json/jsontext"
 )
 
 // tools reads a member "tools": an array of tools, or one tool.
@@ -62,14 +60,9 @@ func (s *reachScan) tool(depth int) error {
 	var keys []string
 	typed := false
 	for s.dec.PeekKind() != '}' && s.found == "" {
-		raw, err := s.dec.ReadValue() // the name
-		if err != nil || raw.Kind() != '"' {
-			return errNotJSON
+		if err := s.readName(); err != nil {
+			return err
 		}
-		if s.str, err = jsontext.AppendUnquote(s.str[:0], raw); err != nil {
-			return errNotJSON
-		}
-		s.name = normName(s.name[:0], s.str)
 		if string(s.name) != "type" {
 			keys = append(keys, string(s.name))
 			if err := s.member(depth); err != nil {
