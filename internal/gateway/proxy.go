@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -508,64 +507,6 @@ func requestModel(p *provider, r *http.Request, rest string, body []byte) string
 		return ""
 	}
 	return bodyModel(body)
-}
-
-// bodyModel is the string value of the top-level "model" member of the
-// JSON object b, or "" if b is not one JSON object or the model is
-// ambiguous: more than one member whose name equals "model" ignoring
-// case, since parsers differ on which of them wins (encoding/json takes
-// the last case-insensitive match, others the first exact one), or a
-// member of fallbackModelFields.
-func bodyModel(b []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
-	}
-	model, found := "", false
-	for dec.More() {
-		t, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		key, _ := t.(string)
-		if isFallbackModels(key) {
-			return "" // another model the router may run the request on
-		}
-		if strings.EqualFold(key, "model") {
-			if found || key != "model" || dec.Decode(&model) != nil {
-				return ""
-			}
-			found = true
-			continue
-		}
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
-			return ""
-		}
-	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return ""
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return ""
-	}
-	return model
-}
-
-// fallbackModelFields name, in OpenAI-compatible routers' bodies, other
-// models to run the request on when the first fails (OpenRouter's
-// "models", LiteLLM's "fallbacks"), which a caller can make happen (a
-// prompt past the allowed model's context). A body with one has no single
-// model: bodyModel reports "" and a token with a models list is refused.
-var fallbackModelFields = [...]string{"models", "fallbacks", "fallback_models"}
-
-func isFallbackModels(k string) bool {
-	for _, f := range fallbackModelFields {
-		if strings.EqualFold(k, f) {
-			return true
-		}
-	}
-	return false
 }
 
 // rewrite builds the upstream request. It runs after the proxy removed

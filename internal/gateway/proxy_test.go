@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/ed25519"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -738,32 +737,6 @@ func FuzzExtractToken(f *testing.F) {
 				if v != "" && v != tok {
 					t.Fatalf("extractToken = %q, but %q was also presented", tok, v)
 				}
-			}
-		}
-	})
-}
-
-func FuzzBodyModel(f *testing.F) {
-	for _, s := range []string{`{"model":"a"}`, `{"model":"a","model":"b"}`, `{"Model":"a"}`, `{"x":[1,{"model":"b"}],"model":"a"}`,
-		`[]`, `{"model":1}`, `{"model":"a"} x`, `{"mod\u0065l":"a"}`, ``} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		m := bodyModel(b)
-		if m == "" {
-			return
-		}
-		var v map[string]json.RawMessage
-		if err := json.Unmarshal(b, &v); err != nil {
-			t.Fatalf("bodyModel(%q) = %q, but the body is not a JSON object: %v", b, m, err)
-		}
-		var got string
-		if err := json.Unmarshal(v["model"], &got); err != nil || got != m {
-			t.Fatalf("bodyModel(%q) = %q, want %q", b, m, got)
-		}
-		for k := range v {
-			if k != "model" && strings.EqualFold(k, "model") {
-				t.Fatalf("bodyModel(%q) = %q despite member %q", b, m, k)
 			}
 		}
 	})
