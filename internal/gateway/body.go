@@ -64,8 +64,9 @@ func (h *heldBodies) give(holder string, n int64) {
 
 // holdBody reads r's body whole, up to limit bytes, for holder (bodyHolder),
 // and puts it back, readable from the start. It returns the bytes, or nil
-// if the body was over limit (r's body is then empty), and release, which
-// gives the bytes back to the gateway's and the token's budgets: call it
+// if the body was over limit or could not be read (r's body is then put
+// back as it was: what was read, then the rest), and release, which gives
+// what was read back to the gateway's and the holder's budgets: call it
 // once the request is done (the body is forwarded from memory). It
 // reserves the body's Content-Length, or limit+1 bytes when that is
 // unknown or larger, before reading, and keeps what it read; ErrBusy if
@@ -87,7 +88,6 @@ func (g *Gateway) holdBody(r *http.Request, limit int64, holder string) (b []byt
 		return nil, release, ErrBusy
 	}
 	b, err = io.ReadAll(io.LimitReader(r.Body, reserve))
-	r.Body.Close()
 	held := int64(len(b))
 	g.bodies.Release(reserve - held)
 	g.held.give(holder, reserve-held)
@@ -99,10 +99,47 @@ func (g *Gateway) holdBody(r *http.Request, limit int64, holder string) (b []byt
 		})
 	}
 	if err != nil || held > limit {
-		release()
-		r.Body, r.ContentLength = http.NoBody, 0
-		return nil, func() {}, nil
+		rest := r.Body
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), rest), rest}
+		return nil, release, nil
 	}
+	r.Body.Close()
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), held
 	return b, release, nil
+}
+
+// heldBody is a request's body as the first check that reads it whole
+// held it (holdBody, up to maxModelBody), for the checks after it: the
+// provider-run tools, the model, the meter. One body is read and counted
+// once, however many read it.
+type heldBody struct {
+	holder  string // bodyHolder of the request's claims
+	read    bool   // holdBody ran
+	b       []byte // the body; nil if absent, over maxModelBody or unreadable
+	release func()
+}
+
+// hold reads r's body into h unless it already has: see holdBody.
+// Errors: ErrBusy.
+func (g *Gateway) hold(h *heldBody, r *http.Request) error {
+	if h.read {
+		return nil
+	}
+	b, release, err := g.holdBody(r, maxModelBody, h.holder)
+	if err != nil {
+		return err
+	}
+	h.read, h.b, h.release = true, b, release
+	return nil
+}
+
+// done gives h's bytes back to the budgets; call it once the request is
+// done.
+func (h *heldBody) done() {
+	if h.release != nil {
+		h.release()
+	}
 }

@@ -61,9 +61,12 @@ func readsEarlier(f tooluse.Format, method, rest string) bool {
 // Under an output limit, a request to a generating endpoint whose format
 // the meter cannot read (OpenAI's legacy /v1/completions, Anthropic's
 // /v1/complete) is refused: nothing would bound or count its output.
+// The body read is held in held (with what the other checks held) and
+// counts against the held-body budgets.
 // Errors: an error wrapping metering.ErrBudgetExceeded (402),
-// metering.ErrUnavailable (503) or ErrUnmeterable (400).
-func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseFunc, r *http.Request, c *Claims, p *provider, rest, model string, rc *recording) error {
+// metering.ErrUnavailable (503) or ErrUnmeterable (400), or ErrBusy
+// (503).
+func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseFunc, r *http.Request, c *Claims, p *provider, rest, model string, rc *recording, held *heldBody) error {
 	tb, runb := c.budgets()
 	budgets := g.meter.Budgets(metering.Claims{JTI: c.ID, RunID: c.RunID, Tenant: c.Tenant, Agent: c.Agent, Token: tb, Run: runb})
 	est := metering.Usage{Requests: 1}
@@ -83,7 +86,10 @@ func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseF
 	}
 	rc.meter.earlier = rc.known && readsEarlier(rc.format, r.Method, rest)
 	if rc.known && r.Method == http.MethodPost && !rc.meter.earlier && (len(budgets) > 0 || rc.format == tooluse.OpenAIChat) {
-		body, whole := readBody(r)
+		body, whole, err := g.wholeBody(r, held)
+		if err != nil {
+			return err
+		}
 		switch {
 		case !whole && len(budgets) > 0:
 			return ErrUnmeterable
@@ -92,6 +98,7 @@ func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseF
 			if body, est, err = g.shapeBody(rc, body, budgets, est); err != nil {
 				return err
 			}
+			held.b = body // the body forwarded; the one read is dropped
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
 			r.Header.Del("Content-Length") // set again from ContentLength
@@ -210,26 +217,21 @@ func limitsOutput(bs []metering.Budget) bool {
 	return false
 }
 
-// readBody reads r's body whole if it is at most maxModelBody bytes and
-// not content-encoded. If it is not whole, r.Body is put back as it was
-// (what was read, then the rest) and whole is false.
-func readBody(r *http.Request) (body []byte, whole bool) {
+// wholeBody is r's body read whole, held in held (hold) unless it is
+// content-encoded: whole is false if it is that, over maxModelBody or
+// unreadable (r's body is then forwarded as it came), true with a nil
+// body if there is none. Errors: ErrBusy.
+func (g *Gateway) wholeBody(r *http.Request, held *heldBody) (body []byte, whole bool, err error) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil, true
+		return nil, true, nil
 	}
 	if contentEncoded(r.Header) {
-		return nil, false
+		return nil, false, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxModelBody+1))
-	if err != nil || len(b) > maxModelBody {
-		r.Body = struct {
-			io.Reader
-			io.Closer
-		}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
-		return nil, false
+	if err := g.hold(held, r); err != nil {
+		return nil, false, err
 	}
-	r.Body.Close()
-	return b, true
+	return held.b, held.b != nil, nil
 }
 
 // onChunk takes the usage of a usage-only chunk dropped from the stream.

@@ -322,15 +322,15 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 	hasBody := r.Body != nil && r.Body != http.NoBody
 	checkTools := hasModels(p.kind) && !p.providerTools && hasBody
 	needModel := len(claims.Models) > 0 && hasModels(p.kind)
-	var body []byte
+	held := &heldBody{holder: bodyHolder(claims)}
+	defer held.done()
 	if checkTools || (needModel && p.kind != KindGemini) { // gemini's model is in the path
-		var release func()
-		if body, release, err = g.holdBody(r, maxModelBody, bodyHolder(claims)); err != nil {
+		if err := g.hold(held, r); err != nil {
 			g.refuse(w, r, name, jti, err)
 			return
 		}
-		defer release()
 	}
+	body := held.b
 	if checkTools {
 		if err := checkProviderTools(p, r, rest, body, hasBody); err != nil {
 			g.refuse(w, r, name, jti, err)
@@ -355,7 +355,7 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 		if model == "" && len(claims.Models) == 0 && p.kind == KindGemini {
 			model = requestModel(p, r, rest, nil) // from the path
 		}
-		if err := g.beginMetering(ctx, cancel, r, claims, p, rest, model, rc); err != nil {
+		if err := g.beginMetering(ctx, cancel, r, claims, p, rest, model, rc, held); err != nil {
 			g.refuse(w, r, name, jti, err)
 			return
 		}
