@@ -16,7 +16,7 @@ import (
 // not one JSON value. base is the provider's base URL, under which https
 // URLs may be named.
 func reach(body []byte, base *url.URL) (string, error) {
-	s := reachScan{dec: jsontext.NewDecoder(bytes.NewReader(body), reachOptions...), base: base}
+	s := newReachScan(body, base)
 	switch s.dec.PeekKind() {
 	case '{':
 	case 0:
@@ -24,21 +24,28 @@ func reach(body []byte, base *url.URL) (string, error) {
 	default:
 		return "", errNotObject // a request is an object; an array may be positional (JSPB)
 	}
-	if err := s.value(0); err != nil {
-		return "", err
+	if what, err := s.one(); what != "" || err != nil {
+		return what, err
 	}
-	if s.found == "" {
-		if _, err := s.dec.ReadToken(); err != io.EOF {
-			return "", errNotJSON
-		}
+	if _, err := s.dec.ReadToken(); err != io.EOF {
+		return "", errNotJSON
 	}
-	return s.found, nil
+	return "", nil
 }
 
 // reachAny is reach for a JSON document of a multipart form, which may
-// also be an array.
+// also be an array, and is known to be one JSON value.
 func reachAny(body []byte, base *url.URL) (string, error) {
-	s := reachScan{dec: jsontext.NewDecoder(bytes.NewReader(body), reachOptions...), base: base}
+	s := newReachScan(body, base)
+	return s.one()
+}
+
+func newReachScan(body []byte, base *url.URL) reachScan {
+	return reachScan{dec: jsontext.NewDecoder(bytes.NewReader(body), reachOptions...), base: base}
+}
+
+// one reads one value: where it reaches out, or an error.
+func (s *reachScan) one() (string, error) {
 	if err := s.value(0); err != nil {
 		return "", err
 	}
