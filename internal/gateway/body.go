@@ -27,6 +27,7 @@ const (
 type heldBodies struct {
 	mu    sync.Mutex
 	bytes map[string]int64 // by bodyHolder; no entry at 0
+	sum   int64            // over all holders
 }
 
 // bodyHolder is whose share of the held bodies a request of c counts
@@ -50,6 +51,7 @@ func (h *heldBodies) take(holder string, n int64) bool {
 		h.bytes = make(map[string]int64)
 	}
 	h.bytes[holder] += n
+	h.sum += n
 	return true
 }
 
@@ -57,9 +59,17 @@ func (h *heldBodies) take(holder string, n int64) bool {
 func (h *heldBodies) give(holder string, n int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.sum -= n
 	if h.bytes[holder] -= n; h.bytes[holder] <= 0 {
 		delete(h.bytes, holder)
 	}
+}
+
+// total is the bytes held over all holders.
+func (h *heldBodies) total() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sum
 }
 
 // holdBody reads r's body whole, up to limit bytes, for holder (bodyHolder),

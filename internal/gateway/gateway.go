@@ -509,6 +509,7 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		ModifyResponse: g.modifyResponse,
 		ErrorLog:       log.New(proxyLogWriter{g}, "", 0),
 	}
+	g.metrics.watch(g)
 	g.keys.refresh(ctx)
 	if err := g.pollRevocations(ctx); err != nil {
 		return nil, err

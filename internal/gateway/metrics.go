@@ -40,6 +40,8 @@ type metrics struct {
 	minted      prometheus.Counter
 	revoked     prometheus.Counter
 	revocations prometheus.Gauge
+	// viewAge and heldBytes read the gateway at each scrape (watch).
+	viewAge, heldBytes prometheus.GaugeFunc
 
 	// known is the bounded set of provider label values.
 	known map[string]bool
@@ -75,9 +77,26 @@ func newMetrics(providers []string) *metrics {
 	return m
 }
 
+// watch makes the gauges read from g at each scrape:
+// custody_gateway_revocation_view_age_seconds, the age of g's view of
+// revocations (since its last successful poll of the store started; at
+// Options.MaxStaleness every request is refused), and
+// custody_gateway_held_body_bytes, the bytes of request bodies g holds
+// now (at maxHeldBodies requests are refused busy).
+func (m *metrics) watch(g *Gateway) {
+	m.viewAge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "custody_gateway_revocation_view_age_seconds",
+		Help: "Seconds since this replica's last successful poll of the store's revocations started; at --gateway-revocation-max-staleness every request is refused.",
+	}, func() float64 { return g.sinceFresh().Seconds() })
+	m.heldBytes = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "custody_gateway_held_body_bytes",
+		Help: "Bytes of request bodies held in memory now (read whole for the model, provider-run tools or the meter); at 128 MiB requests are refused busy.",
+	}, func() float64 { return float64(g.held.total()) })
+}
+
 // register registers every collector with reg, or none of them.
 func (m *metrics) register(reg prometheus.Registerer) error {
-	cs := []prometheus.Collector{m.requests, m.inflight, m.minted, m.revoked, m.revocations}
+	cs := []prometheus.Collector{m.requests, m.inflight, m.minted, m.revoked, m.revocations, m.viewAge, m.heldBytes}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {
