@@ -2,28 +2,37 @@ package gateway
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 )
 
 // maxHeldBodies bounds the request bytes the gateway holds in memory at
-// once, over all requests and tokens: bodies read whole to find their
-// model (up to maxModelBody each) or a kind http POST's parameters
-// (checkFormOverride), or read for provider-run tools. maxHeldPerHolder
-// bounds the share of one holder (bodyHolder: a sandbox, over all its
-// tokens), so that one sandbox cannot take it all. A request whose body
-// would pass either is refused with ErrBusy (503, Retry-After) rather than
-// queued. 128 MiB: four of the largest bodies at once, thousands of
-// ordinary ones (the process also runs memory and the signer); a sandbox:
-// one of the largest.
+// once, over all requests and tokens: bodies read whole for the model,
+// provider-run tools or the meter (heldBody, up to maxModelBody each) or
+// for a kind http POST's parameters (checkFormOverride).
+// maxHeldPerHolder bounds the share of one holder (bodyHolder: a
+// sandbox, over all its tokens), so that one sandbox cannot take it all.
+// A request whose body would pass either is refused with ErrBusy (503,
+// Retry-After) rather than queued. 128 MiB: four of the largest bodies at
+// once, thousands of ordinary ones (the process also runs memory and the
+// signer); a sandbox: one of the largest.
 const (
-	maxHeldBodies    = 128 << 20
 	maxHeldPerHolder = maxModelBody + 1
+	maxHeldBodies    = 4 * maxHeldPerHolder
 )
 
-// heldBodies counts the bytes each holder holds (holdBody).
+// holdStep is the most a body of unknown length (chunked, or HTTP/2
+// without a content-length) reserves ahead of the bytes it has sent.
+const holdStep = 256 << 10
+
+// heldBodies counts the bytes each holder holds and their sum
+// (holdBody).
 type heldBodies struct {
 	mu    sync.Mutex
 	bytes map[string]int64 // by bodyHolder; no entry at 0
@@ -40,11 +49,12 @@ func bodyHolder(c *Claims) string {
 	return "token " + c.ID
 }
 
-// take adds n to holder's count if that stays within maxHeldPerHolder.
+// take adds n to holder's count if that stays within maxHeldPerHolder
+// and the sum within maxHeldBodies.
 func (h *heldBodies) take(holder string, n int64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.bytes[holder]+n > maxHeldPerHolder {
+	if h.bytes[holder]+n > maxHeldPerHolder || h.sum+n > maxHeldBodies {
 		return false
 	}
 	if h.bytes == nil {
@@ -57,6 +67,9 @@ func (h *heldBodies) take(holder string, n int64) bool {
 
 // give subtracts n from holder's count.
 func (h *heldBodies) give(holder string, n int64) {
+	if n == 0 {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.sum -= n
@@ -75,40 +88,37 @@ func (h *heldBodies) total() int64 {
 // holdBody reads r's body whole, up to limit bytes, for holder (bodyHolder),
 // and puts it back, readable from the start. It returns the bytes, or nil
 // if the body was over limit or could not be read (r's body is then put
-// back as it was: what was read, then the rest), and release, which gives
-// what was read back to the gateway's and the holder's budgets: call it
-// once the request is done (the body is forwarded from memory). It
-// reserves the body's Content-Length, or limit+1 bytes when that is
-// unknown or larger, before reading, and keeps what it read; ErrBusy if
-// either budget has no room. A request without a body holds nothing.
+// back as it was: what was read, then the rest; a body that declares a
+// length over limit is not read), and release, which gives what was read
+// back to the gateway's and the holder's budgets: call it once the
+// request is done (the body is forwarded from memory), whatever err is.
+// A body of declared length reserves it before it is read; one of
+// unknown length reserves as its bytes arrive, at most holdStep ahead.
+// ErrBusy if either budget has no room (the body may then be partly
+// read: the request is to be refused). A request without a body holds
+// nothing.
 func (g *Gateway) holdBody(r *http.Request, limit int64, holder string) (b []byte, release func(), err error) {
 	release = func() {}
-	if r.Body == nil || r.Body == http.NoBody {
+	if r.Body == nil || r.Body == http.NoBody || r.ContentLength > limit {
 		return nil, release, nil
 	}
-	reserve := limit + 1
-	if r.ContentLength >= 0 && r.ContentLength <= limit {
-		reserve = r.ContentLength + 1 // +1: a body longer than declared is read to one past
+	hr := &heldReader{r: r.Body, max: limit + 1, held: &g.held, holder: holder}
+	if r.ContentLength >= 0 {
+		// +1: a body longer than declared is read to one past.
+		if !hr.reserve(r.ContentLength + 1) {
+			return nil, release, ErrBusy
+		}
+		b = make([]byte, 0, r.ContentLength+1)
 	}
-	if !g.held.take(holder, reserve) {
-		return nil, release, ErrBusy
-	}
-	if !g.bodies.TryAcquire(reserve) {
-		g.held.give(holder, reserve)
-		return nil, release, ErrBusy
-	}
-	b, err = io.ReadAll(io.LimitReader(r.Body, reserve))
-	held := int64(len(b))
-	g.bodies.Release(reserve - held)
-	g.held.give(holder, reserve-held)
+	b, err = readAll(b, hr)
+	hr.held.give(holder, hr.reserved-hr.n) // what was reserved and not read
+	hr.reserved = hr.n
 	var once sync.Once
-	release = func() {
-		once.Do(func() {
-			g.bodies.Release(held)
-			g.held.give(holder, held)
-		})
+	release = func() { once.Do(func() { hr.held.give(holder, hr.n) }) }
+	if errors.Is(err, ErrBusy) {
+		return nil, release, ErrBusy
 	}
-	if err != nil || held > limit {
+	if err != nil || int64(len(b)) > limit {
 		rest := r.Body
 		r.Body = struct {
 			io.Reader
@@ -117,8 +127,60 @@ func (g *Gateway) holdBody(r *http.Request, limit int64, holder string) (b []byt
 		return nil, release, nil
 	}
 	r.Body.Close()
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), held
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(b)), int64(len(b))
 	return b, release, nil
+}
+
+// heldReader reads at most max bytes of r, each counted against
+// holder's share in held before it is read: reserved is what is taken,
+// n what was read.
+type heldReader struct {
+	r           io.Reader
+	max         int64
+	held        *heldBodies
+	holder      string
+	reserved, n int64
+}
+
+func (hr *heldReader) reserve(n int64) bool {
+	if !hr.held.take(hr.holder, n) {
+		return false
+	}
+	hr.reserved += n
+	return true
+}
+
+// Read reads into p, first reserving what it may read; ErrBusy if the
+// budgets have no room for it.
+func (hr *heldReader) Read(p []byte) (int, error) {
+	if hr.n >= hr.max {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), hr.max-hr.n, max(hr.reserved-hr.n, holdStep))]
+	if more := hr.n + int64(len(p)) - hr.reserved; more > 0 && !hr.reserve(more) {
+		return 0, ErrBusy
+	}
+	n, err := hr.r.Read(p)
+	hr.n += int64(n)
+	return n, err
+}
+
+// readAll appends what r reads to b until EOF (nil error) or another
+// error; it grows b only when b is full.
+func readAll(b []byte, r io.Reader) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // heldBody is a request's body as the first check that reads it whole
@@ -133,10 +195,15 @@ type heldBody struct {
 }
 
 // hold reads r's body into h unless it already has: see holdBody.
-// Errors: ErrBusy.
+// Errors: ErrBusy, or errCharset if r's Content-Type is not one, or
+// names a charset other than UTF-8 (the checks read the body as UTF-8;
+// an upstream that honours charset=utf-7 would read another body).
 func (g *Gateway) hold(h *heldBody, r *http.Request) error {
 	if h.read {
 		return nil
+	}
+	if !utf8Body(r.Header) {
+		return errCharset
 	}
 	b, release, err := g.holdBody(r, maxModelBody, h.holder)
 	if err != nil {
@@ -146,10 +213,54 @@ func (g *Gateway) hold(h *heldBody, r *http.Request) error {
 	return nil
 }
 
+// replaceHeld makes b, a body made from h's (the meter's rewrite), h's
+// body in its place: what b has beyond h's body is counted against h's
+// holder too, until h is done. (The body replaced is garbage once
+// forwarding starts from b.) Errors: ErrBusy.
+func (g *Gateway) replaceHeld(h *heldBody, b []byte) error {
+	if more := int64(len(b) - len(h.b)); more > 0 {
+		if !g.held.take(h.holder, more) {
+			return ErrBusy
+		}
+		prev := h.release
+		h.release = func() {
+			g.held.give(h.holder, more)
+			if prev != nil {
+				prev()
+			}
+		}
+	}
+	h.b = b
+	return nil
+}
+
 // done gives h's bytes back to the budgets; call it once the request is
 // done.
 func (h *heldBody) done() {
 	if h.release != nil {
 		h.release()
 	}
+}
+
+// errCharset refuses a body the checks would read otherwise than the
+// upstream may.
+var errCharset = fmt.Errorf("%w: more than one Content-Type, or a charset other than utf-8", ErrBodyUnchecked)
+
+// utf8Body reports whether a body with header h is read as UTF-8 by
+// every reader: at most one Content-Type, naming no charset or utf-8.
+// A Content-Type that does not parse is left to the checks.
+func utf8Body(h http.Header) bool {
+	cts := h.Values("Content-Type")
+	if len(cts) > 1 {
+		return false
+	}
+	if len(cts) == 0 {
+		return true
+	}
+	_, params, err := mime.ParseMediaType(cts[0])
+	if err != nil {
+		return !strings.Contains(strings.ToLower(cts[0]), "charset")
+	}
+	cs, ok := params["charset"]
+	return !ok || strings.EqualFold(cs, "utf-8") || strings.EqualFold(cs, "utf8")
 }

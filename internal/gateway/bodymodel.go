@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -12,16 +13,17 @@ import (
 // bodyModel is the string value of the top-level "model" member of the
 // JSON object b, or "" if b is not one JSON object or the model is
 // ambiguous: more than one member whose name equals "model" ignoring
-// case, since parsers differ on which of them wins (encoding/json takes
-// the last case-insensitive match, others the first exact one), a member
-// of fallbackModelFields, or a model that is not valid UTF-8 (parsers
-// differ on what they make of it).
+// case and anything from a NUL on, since parsers differ on which of them
+// wins (encoding/json takes the last case-insensitive match, cJSON the
+// first, others the first exact one), a member isFallbackModels names,
+// or a model that is not valid UTF-8 (parsers differ on what they make
+// of it).
 //
 // Members other than the model are skipped without being decoded: a
 // 45 KB agent request takes ~60 µs, a 12 MiB one ~40 ms, on one core
 // (encoding/json tokens: ~530 µs and ~150 ms; BenchmarkBodyModel).
 func bodyModel(b []byte) string {
-	dec := jsontext.NewDecoder(bytes.NewReader(b), bodyModelOptions...)
+	dec := jsontext.NewDecoder(bytes.NewBuffer(b), bodyModelOptions...)
 	if t, err := dec.ReadToken(); err != nil || t.Kind() != '{' {
 		return ""
 	}
@@ -31,7 +33,10 @@ func bodyModel(b []byte) string {
 		if err != nil || t.Kind() != '"' {
 			return ""
 		}
-		key := t.String()
+		// A NUL ends the name for a parser that keeps names as C
+		// strings: "model\u0000" is "model" to it.
+		name := t.String()
+		key, _, _ := strings.Cut(name, "\x00")
 		if isFallbackModels(key) {
 			return "" // another model the router may run the request on
 		}
@@ -41,7 +46,7 @@ func bodyModel(b []byte) string {
 			}
 			continue
 		}
-		if found || key != "model" {
+		if found || name != "model" {
 			return ""
 		}
 		v, err := dec.ReadValue()
@@ -68,18 +73,23 @@ func bodyModel(b []byte) string {
 // strings that are not valid UTF-8 outside the model.
 var bodyModelOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
 
-// fallbackModelFields name, in OpenAI-compatible routers' bodies, other
-// models to run the request on when the first fails (OpenRouter's
-// "models", LiteLLM's "fallbacks"), which a caller can make happen (a
-// prompt past the allowed model's context). A body with one has no single
-// model: bodyModel reports "" and a token with a models list is refused.
-var fallbackModelFields = [...]string{"models", "fallbacks", "fallback_models"}
-
+// isFallbackModels reports whether a top-level member named k (cut at
+// a NUL, see bodyModel) gives, in an OpenAI-compatible router's body,
+// other models to run the request on, which a caller can make happen (a
+// prompt past the allowed model's context): OpenRouter's "models",
+// LiteLLM's "fallbacks", "fallback_models", "context_window_fallbacks",
+// "content_policy_fallbacks", "context_window_fallback_dict",
+// "mock_testing_fallbacks" (any name with "fallback" in it, in any case
+// and with "_" or "-" or not) and "user_config" (a router of the
+// request's own, which can map the allowed name to any model). A body
+// with one has no single model: bodyModel reports "" and a token with a
+// models list is refused.
 func isFallbackModels(k string) bool {
-	for _, f := range fallbackModelFields {
-		if strings.EqualFold(k, f) {
-			return true
+	n := strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' {
+			return -1
 		}
-	}
-	return false
+		return unicode.ToLower(r)
+	}, k)
+	return n == "models" || n == "userconfig" || strings.Contains(n, "fallback")
 }

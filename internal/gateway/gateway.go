@@ -154,7 +154,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"golang.org/x/sync/semaphore"
 	"log"
 	"log/slog"
 	"net/http"
@@ -390,8 +389,7 @@ type Gateway struct {
 	revoked   *revocationSet
 	minted    *mintedTokens
 	inflight  *inflightSet
-	bodies    *semaphore.Weighted // bytes of request bodies held (holdBody)
-	held      heldBodies          // the same, by token
+	held      heldBodies // the same, by token
 	transport *http.Transport
 	proxy     *httputil.ReverseProxy
 	now       func() time.Time
@@ -485,7 +483,6 @@ func New(ctx context.Context, opts Options) (*Gateway, error) {
 		revoked:   newRevocationSet(),
 		minted:    newMintedTokens(tc.CacheSize),
 		inflight:  newInflightSet(),
-		bodies:    semaphore.NewWeighted(maxHeldBodies),
 		transport: newTransport(opts.UpstreamProxy, opts.ResponseHeaderTimeout),
 		now:       opts.Now,
 		recorder:  opts.Recorder,

@@ -101,9 +101,7 @@ func TestKeepAliveStreamsWhole(t *testing.T) {
 // body after the handler returned (it would read the connection twice at
 // once and reset it).
 func TestUnreadBodyThenNextRequest(t *testing.T) {
-	dead := httptest.NewServer(http.NotFoundHandler())
-	deadURL := dead.URL
-	dead.Close()
+	deadURL := deadUpstream(t)
 	e := newEnv(t, func(o *Options) { o.Providers["gemini"] = ProviderConfig{BaseURL: deadURL} })
 	tok := e.mint(t, Grant{Providers: []string{"gemini", "openai"}}).Token
 	for i := range 3 {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -358,4 +359,27 @@ func eventually(t testing.TB, what string, f func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// deadUpstream is the URL of an upstream that closes every connection
+// unanswered. Its port stays taken until the test ends: a closed
+// server's port could be taken by another test's server meanwhile and
+// answer.
+func deadUpstream(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return "http://" + ln.Addr().String()
 }

@@ -98,7 +98,9 @@ func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseF
 			if body, est, err = g.shapeBody(rc, body, budgets, est); err != nil {
 				return err
 			}
-			held.b = body // the body forwarded; the one read is dropped
+			if err := g.replaceHeld(held, body); err != nil {
+				return err
+			}
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			r.ContentLength = int64(len(body))
 			r.Header.Del("Content-Length") // set again from ContentLength

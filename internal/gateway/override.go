@@ -127,7 +127,7 @@ func bodyMediaType(ct string) string {
 // JSON over maxModelBody (not read whole). It holds the body it reads
 // (holdBody: ErrBusy when the gateway holds too much) and puts it back
 // readable from the start; release is to be called once the request is
-// done.
+// done, whether or not err is nil.
 func (g *Gateway) checkFormOverride(r *http.Request, holder string) (release func(), err error) {
 	release = func() {}
 	if r.Method != http.MethodPost || r.Body == nil || r.Body == http.NoBody {

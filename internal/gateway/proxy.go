@@ -313,11 +313,11 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.kind == KindHTTP {
 		release, err := g.checkFormOverride(r, bodyHolder(claims))
+		defer release() // on a refusal too: the body may be held
 		if err != nil {
 			g.refuse(w, r, name, jti, err)
 			return
 		}
-		defer release()
 	}
 	hasBody := r.Body != nil && r.Body != http.NoBody
 	checkTools := hasModels(p.kind) && !p.providerTools && hasBody

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -535,9 +534,7 @@ func TestRequestPath(t *testing.T) {
 }
 
 func TestUpstreamFailures(t *testing.T) {
-	dead := httptest.NewServer(http.NotFoundHandler())
-	deadURL := dead.URL
-	dead.Close()
+	deadURL := deadUpstream(t)
 	e := newEnv(t, func(o *Options) {
 		o.Providers["openai"] = ProviderConfig{BaseURL: deadURL}
 		o.ResponseHeaderTimeout = 100 * time.Millisecond
@@ -580,9 +577,7 @@ func TestUpstreamFailures(t *testing.T) {
 // a canary token and checks neither appears in any response or log line.
 func TestCanary(t *testing.T) {
 	const canaryKey = "sk-CANARY-KEY-7f3a9b1c5e"
-	dead := httptest.NewServer(http.NotFoundHandler())
-	deadURL := dead.URL
-	dead.Close()
+	deadURL := deadUpstream(t)
 	e := newEnv(t, func(o *Options) { o.Providers["gemini"] = ProviderConfig{BaseURL: deadURL} })
 	for _, p := range []string{"anthropic", "openai", "gemini", "compat"} {
 		e.writeKey(t, p, canaryKey)

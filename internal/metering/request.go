@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/agentcustody/custody/internal/tooluse"
 )
 
@@ -50,30 +52,29 @@ type member struct {
 // members returns the top-level members of the JSON object b, or false
 // if b is not exactly one JSON object.
 func members(b []byte) ([]member, bool) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+	// A bytes.Buffer is parsed in place: a member's value is not copied.
+	dec := jsontext.NewDecoder(bytes.NewBuffer(b), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if t, err := dec.ReadToken(); err != nil || t.Kind() != '{' {
 		return nil, false
 	}
 	var out []member
-	for dec.More() {
-		t, err := dec.Token()
+	for dec.PeekKind() != '}' {
+		t, err := dec.ReadToken()
+		if err != nil || t.Kind() != '"' {
+			return nil, false
+		}
+		name := t.String()
+		v, err := dec.ReadValue()
 		if err != nil {
 			return nil, false
 		}
-		name, _ := t.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, false
-		}
 		end := int(dec.InputOffset())
-		start := end - len(raw)
-		out = append(out, member{name: name, start: start, end: end})
+		out = append(out, member{name: name, start: end - len(v), end: end})
 	}
-	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+	if t, err := dec.ReadToken(); err != nil || t.Kind() != '}' {
 		return nil, false
 	}
-	if _, err := dec.Token(); err != io.EOF {
+	if _, err := dec.ReadToken(); err != io.EOF {
 		return nil, false
 	}
 	return out, true
@@ -274,17 +275,16 @@ func satMul(a, b int64) int64 {
 // member name: value added first. value is raw JSON.
 func insertMember(b []byte, ms []member, name, value string) []byte {
 	open := bytes.IndexByte(b, '{')
-	var out bytes.Buffer
-	out.Grow(len(b) + len(name) + len(value) + 4)
-	out.Write(b[:open+1])
-	out.WriteString(strconv.Quote(name))
-	out.WriteByte(':')
-	out.WriteString(value)
+	q := strconv.Quote(name)
+	out := make([]byte, 0, len(b)+len(q)+len(value)+2)
+	out = append(out, b[:open+1]...)
+	out = append(out, q...)
+	out = append(out, ':')
+	out = append(out, value...)
 	if len(ms) > 0 {
-		out.WriteByte(',')
+		out = append(out, ',')
 	}
-	out.Write(b[open+1:])
-	return out.Bytes()
+	return append(out, b[open+1:]...)
 }
 
 // replaceValue returns b with the value span of m replaced by value.

@@ -35,6 +35,7 @@ var (
 	errNotObject = fmt.Errorf("%w: not a JSON object", ErrUnchecked)
 	errMediaType = fmt.Errorf("%w: Content-Type is neither JSON nor a multipart form", ErrUnchecked)
 	errBadPart   = fmt.Errorf("%w: a multipart part is neither JSON nor JSON Lines", ErrUnchecked)
+	errCharset   = fmt.Errorf("%w: a charset other than utf-8", ErrUnchecked)
 )
 
 // Check returns where body has the provider connect out for the caller,
@@ -50,6 +51,9 @@ func Check(body []byte, r Request) (string, error) {
 	}
 	if perr != nil || !jsonMediaType(mt) && mt != "multipart/form-data" {
 		return "", errMediaType // the provider may read it otherwise (Google's JSPB)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return "", errCharset // read as UTF-8 here, as UTF-7 (say) by the provider
 	}
 	what, err := reach(body, r.Base)
 	if err == nil || mt != "multipart/form-data" || json.Valid(body) {

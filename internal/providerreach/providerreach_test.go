@@ -71,6 +71,7 @@ func TestProviderReach(t *testing.T) {
 		{"camel mcpServers", `{"mcpServers":[]}`, "/mcpServers"},
 		{"escaped key", `{"mcp\u005fservers":[{"url":"https://x"}]}`, "/mcp_servers"},
 		{"long s key", "{\"mcp_\u017fervers\":[]}", "/mcp_?ervers"},
+		{"NUL ends a key", `{"tools\u0000x":[{"type":"web_search"}]}`, "/tools?x/0 type web_search"},
 		{"kelvin in tools", "{\"tools\":[{\"type\":\"function\"}],\"\u212aey\":1,\"TOOLS\":[{\"type\":\"mcp\"}]}", "/TOOLS/0 type mcp"},
 		{"duplicate tools", `{"tools":[],"tools":[{"type":"mcp"}]}`, "/tools/0 type mcp"},
 		{"nested mcp_servers", `{"extra_body":{"mcp_servers":[{}]}}`, "/extra_body/mcp_servers"},

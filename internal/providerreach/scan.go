@@ -41,7 +41,7 @@ func reachAny(body []byte, base *url.URL) (string, error) {
 }
 
 func newReachScan(body []byte, base *url.URL) reachScan {
-	return reachScan{dec: jsontext.NewDecoder(bytes.NewReader(body), reachOptions...), base: base}
+	return reachScan{dec: jsontext.NewDecoder(bytes.NewBuffer(body), reachOptions...), base: base}
 }
 
 // one reads one value: where it reaches out, or an error.
@@ -347,7 +347,7 @@ func networkDisabled(raw jsontext.Value) bool {
 	default:
 		return false
 	}
-	dec := jsontext.NewDecoder(bytes.NewReader(raw), reachOptions...)
+	dec := jsontext.NewDecoder(bytes.NewBuffer(raw), reachOptions...)
 	if _, err := dec.ReadToken(); err != nil {
 		return false
 	}
