@@ -78,9 +78,10 @@ func TestAttack6CharsetSpellingsHeld(t *testing.T) {
 // cannot decode (an empty charset marker, no marker, or a marker other
 // than us-ascii/utf-8) without an error, so the fallback
 // strings.Contains(…, "charset") never runs. Werkzeug's
-// parse_options_header reads `charset*=”utf-7` and `charset*=utf-7` as
-// charset utf-7 (and the last of charset/charset* wins), and Python's
-// email.message get_content_charset reads `charset*=”utf-7` as utf-7.
+// parse_options_header reads charset* with an empty marker (two
+// apostrophes, then utf-7) and charset*=utf-7 as charset utf-7 (the
+// last of charset/charset* wins), and Python's email.message
+// get_content_charset reads the first as utf-7.
 // An upstream that decodes the body by one of those would read another
 // body than the checks did (the UTF-7 second model of round 5). No
 // mainstream model API is known to do so: low. Should: refuse any
