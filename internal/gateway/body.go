@@ -93,7 +93,8 @@ func (h *heldBodies) total() int64 {
 // back to the gateway's and the holder's budgets: call it once the
 // request is done (the body is forwarded from memory), whatever err is.
 // A body of declared length reserves it before it is read; one of
-// unknown length reserves as its bytes arrive, at most holdStep ahead.
+// unknown length reserves as its bytes arrive, at most holdStep ahead
+// (readPieces).
 // ErrBusy if either budget has no room (the body may then be partly
 // read: the request is to be refused). A request without a body holds
 // nothing.
@@ -108,9 +109,10 @@ func (g *Gateway) holdBody(r *http.Request, limit int64, holder string) (b []byt
 		if !hr.reserve(r.ContentLength + 1) {
 			return nil, release, ErrBusy
 		}
-		b = make([]byte, 0, r.ContentLength+1)
+		b, err = readAll(make([]byte, 0, r.ContentLength+1), hr)
+	} else {
+		b, err = readPieces(hr)
 	}
-	b, err = readAll(b, hr)
 	hr.held.give(holder, hr.reserved-hr.n) // what was reserved and not read
 	hr.reserved = hr.n
 	var once sync.Once
@@ -163,6 +165,33 @@ func (hr *heldReader) Read(p []byte) (int, error) {
 	n, err := hr.r.Read(p)
 	hr.n += int64(n)
 	return n, err
+}
+
+// readPieces reads r whole, a body of unknown length: in pieces (4 KiB
+// doubling to holdStep), then copied once into a slice of its exact
+// length, so that what is kept is what was read (the pieces are garbage
+// once copied; growing one slice would keep up to twice the body and
+// allocate the sum of every size it grew through).
+func readPieces(r io.Reader) ([]byte, error) {
+	var pieces [][]byte
+	total, size := 0, 4<<10
+	var err error
+	for err == nil {
+		p := make([]byte, size)
+		var n int
+		n, err = io.ReadFull(r, p)
+		pieces = append(pieces, p[:n])
+		total += n
+		size = min(2*size, holdStep)
+	}
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = nil
+	}
+	b := make([]byte, 0, total)
+	for _, p := range pieces {
+		b = append(b, p...)
+	}
+	return b, err
 }
 
 // readAll appends what r reads to b until EOF (nil error) or another
@@ -239,6 +268,7 @@ func (g *Gateway) replaceHeld(h *heldBody, b []byte) error {
 func (h *heldBody) done() {
 	if h.release != nil {
 		h.release()
+		h.release = nil
 	}
 }
 
@@ -256,6 +286,11 @@ func utf8Body(h http.Header) bool {
 	}
 	if len(cts) == 0 {
 		return true
+	}
+	// mime drops a charset* it cannot decode, and keeps one of two
+	// charsets; other parsers (Werkzeug) read them.
+	if lct := strings.ToLower(cts[0]); strings.Count(lct, "charset") > 1 || strings.Contains(lct, "charset*") {
+		return false
 	}
 	_, params, err := mime.ParseMediaType(cts[0])
 	if err != nil {

@@ -3,6 +3,9 @@ package gateway
 import (
 	"bytes"
 	"io"
+	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -80,16 +83,55 @@ var bodyModelOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), js
 // LiteLLM's "fallbacks", "fallback_models", "context_window_fallbacks",
 // "content_policy_fallbacks", "context_window_fallback_dict",
 // "mock_testing_fallbacks" (any name with "fallback" in it, in any case
-// and with "_" or "-" or not) and "user_config" (a router of the
-// request's own, which can map the allowed name to any model). A body
+// and with "_" or "-" or not), LiteLLM's "user_config" (a router of the
+// request's own, which can map the allowed name to any model) and
+// OpenRouter's "preset" (a stored configuration that can name models). A body
 // with one has no single model: bodyModel reports "" and a token with a
 // models list is refused.
 func isFallbackModels(k string) bool {
-	n := strings.Map(func(r rune) rune {
-		if r == '_' || r == '-' {
+	n := foldName(k)
+	return n == "models" || n == "userconfig" || n == "preset" || strings.Contains(n, "fallback")
+}
+
+// modelElsewhere names where, outside the body's "model" (or Gemini's
+// path), r may choose the model a router runs, for a token with a models
+// list to be refused: a query parameter that LiteLLM's proxy reads as the
+// model (?model=, its value winning over the body's) or any other
+// isFallbackModels would refuse in a body, or containing "model"; a
+// header of Portkey's (x-portkey-config's override_params and targets)
+// or whose name contains "model" or "fallback". "" if none. A query that
+// does not parse counts as one (readers differ on what it holds).
+func modelElsewhere(r *http.Request) string {
+	if q := r.URL.RawQuery; q != "" {
+		v, err := url.ParseQuery(q)
+		if err != nil {
+			return "a query that does not parse"
+		}
+		for k := range v {
+			if isFallbackModels(k) || strings.Contains(foldName(k), "model") {
+				return "query parameter " + strconv.Quote(k)
+			}
+		}
+	}
+	for k := range r.Header {
+		n := foldName(k)
+		if strings.HasPrefix(strings.ToLower(k), "x-portkey-") || strings.Contains(n, "model") || strings.Contains(n, "fallback") {
+			return "header " + k
+		}
+	}
+	return ""
+}
+
+// foldName is k in lower case, the long s as s, without "_" and "-"
+// (how routers written in Go or Python may match a name).
+func foldName(k string) string {
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '_', '-':
 			return -1
+		case '\u017f':
+			return 's'
 		}
 		return unicode.ToLower(r)
 	}, k)
-	return n == "models" || n == "userconfig" || strings.Contains(n, "fallback")
 }

@@ -322,6 +322,12 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 	hasBody := r.Body != nil && r.Body != http.NoBody
 	checkTools := hasModels(p.kind) && !p.providerTools && hasBody
 	needModel := len(claims.Models) > 0 && hasModels(p.kind)
+	if needModel {
+		if where := modelElsewhere(r); where != "" {
+			g.refuse(w, r, name, jti, fmt.Errorf("%w named by %s (only the body's or path's model is checked)", ErrModelScope, where))
+			return
+		}
+	}
 	held := &heldBody{holder: bodyHolder(claims)}
 	defer held.done()
 	if checkTools || (needModel && p.kind != KindGemini) { // gemini's model is in the path

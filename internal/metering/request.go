@@ -81,12 +81,13 @@ func members(b []byte) ([]member, bool) {
 }
 
 // find returns the member named name and whether it is there; dup is
-// true when more than one member's name equals name ignoring case
-// (parsers differ on which one wins).
+// true when more than one member's name equals name ignoring case and
+// anything from a NUL on (parsers differ on which one wins; one that
+// keeps names as C strings reads "max_tokens\u0000" as max_tokens).
 func find(ms []member, name string) (m member, found, dup bool) {
 	n := 0
 	for _, x := range ms {
-		if strings.EqualFold(x.name, name) {
+		if cut, _, _ := strings.Cut(x.name, "\x00"); strings.EqualFold(cut, name) {
 			n++
 			if x.name == name {
 				m, found = x, true

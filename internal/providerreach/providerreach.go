@@ -52,7 +52,9 @@ func Check(body []byte, r Request) (string, error) {
 	if perr != nil || !jsonMediaType(mt) && mt != "multipart/form-data" {
 		return "", errMediaType // the provider may read it otherwise (Google's JSPB)
 	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+	lct := strings.ToLower(r.ContentType)
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") ||
+		strings.Count(lct, "charset") > 1 || strings.Contains(lct, "charset*") {
 		return "", errCharset // read as UTF-8 here, as UTF-7 (say) by the provider
 	}
 	what, err := reach(body, r.Base)
