@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -40,10 +41,10 @@ func bodyModel(b []byte) string {
 		// strings: "model\u0000" is "model" to it.
 		name := t.String()
 		key, _, _ := strings.Cut(name, "\x00")
-		if isFallbackModels(key) {
-			return "" // another model the router may run the request on
-		}
-		if !strings.EqualFold(key, "model") {
+		if n := foldName(key); n != "model" {
+			if otherModel(n) {
+				return "" // another model the router may run the request on
+			}
 			if dec.SkipValue() != nil {
 				return ""
 			}
@@ -76,50 +77,80 @@ func bodyModel(b []byte) string {
 // strings that are not valid UTF-8 outside the model.
 var bodyModelOptions = []jsontext.Options{jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true)}
 
-// isFallbackModels reports whether a top-level member named k (cut at
-// a NUL, see bodyModel) gives, in an OpenAI-compatible router's body,
-// other models to run the request on, which a caller can make happen (a
-// prompt past the allowed model's context): OpenRouter's "models",
-// LiteLLM's "fallbacks", "fallback_models", "context_window_fallbacks",
-// "content_policy_fallbacks", "context_window_fallback_dict",
-// "mock_testing_fallbacks" (any name with "fallback" in it, in any case
-// and with "_" or "-" or not), LiteLLM's "user_config" (a router of the
-// request's own, which can map the allowed name to any model) and
-// OpenRouter's "preset" (a stored configuration that can name models). A body
-// with one has no single model: bodyModel reports "" and a token with a
-// models list is refused.
-func isFallbackModels(k string) bool {
-	n := foldName(k)
-	return n == "models" || n == "userconfig" || n == "preset" || strings.Contains(n, "fallback")
+// otherModel reports whether a top-level member whose name folds
+// (foldName, cut at a NUL) to n, other than "model" itself, may give an
+// OpenAI-compatible router another model to run the request on: any name
+// holding "model" (OpenRouter's "models", LiteLLM's "model_list"), holding
+// "fallback" (LiteLLM's "fallbacks", "context_window_fallbacks",
+// "content_policy_fallbacks", "mock_testing_fallbacks") or "deployment"
+// (LiteLLM runs an Azure "deployment_id" instead of the model), "engine",
+// LiteLLM's "user_config" (a router of the request's own) and
+// OpenRouter's "preset" (a stored configuration that can name models). A
+// body with one has no single model: bodyModel reports "" and a token
+// with a models list is refused.
+func otherModel(n string) bool {
+	return n != "model" && strings.Contains(n, "model") || strings.Contains(n, "fallback") || strings.Contains(n, "deployment") ||
+		n == "engine" || n == "userconfig" || n == "preset"
 }
 
 // modelElsewhere names where, outside the body's "model" (or Gemini's
 // path), r may choose the model a router runs, for a token with a models
 // list to be refused: a query parameter that LiteLLM's proxy reads as the
-// model (?model=, its value winning over the body's) or any other
-// isFallbackModels would refuse in a body, or containing "model"; a
-// header of Portkey's (x-portkey-config's override_params and targets)
-// or whose name contains "model" or "fallback". "" if none. A query that
-// does not parse counts as one (readers differ on what it holds).
-func modelElsewhere(r *http.Request) string {
+// model (?model=, its value winning over the body's) or any other name
+// otherModel would refuse in a body; a header whose name would be, or
+// Portkey's x-portkey-* (x-portkey-config's override_params and
+// targets); for a kind other than gemini and a request that runs a model
+// (runs), a path with a segment deployments, engines or models followed
+// by another (Azure-style and LiteLLM routes whose path model wins); a
+// path segment holding "batch"
+// (each request of a batch names its own model). "" if none. A query
+// that does not parse counts as one (readers differ on what it holds).
+func modelElsewhere(r *http.Request, kind, rest string, runs bool) string {
 	if q := r.URL.RawQuery; q != "" {
 		v, err := url.ParseQuery(q)
 		if err != nil {
 			return "a query that does not parse"
 		}
 		for k := range v {
-			if isFallbackModels(k) || strings.Contains(foldName(k), "model") {
+			if n := foldName(k); n == "model" || otherModel(n) {
 				return "query parameter " + strconv.Quote(k)
 			}
 		}
 	}
 	for k := range r.Header {
-		n := foldName(k)
-		if strings.HasPrefix(strings.ToLower(k), "x-portkey-") || strings.Contains(n, "model") || strings.Contains(n, "fallback") {
+		if n := foldName(k); strings.HasPrefix(n, "xportkey") || n == "model" || otherModel(n) {
 			return "header " + k
 		}
 	}
+	segs := strings.Split(strings.ToLower(rest), "/")
+	for i, seg := range segs {
+		if strings.Contains(seg, "batch") {
+			return "path segment " + strconv.Quote(seg)
+		}
+		if runs && kind != KindGemini && i+1 < len(segs) && segs[i+1] != "" && (seg == "deployments" || seg == "engines" || seg == "models") {
+			return "path segment " + strconv.Quote(seg)
+		}
+	}
 	return ""
+}
+
+// jsonBody reports whether a body with header h is read as JSON by a
+// router: a Content-Type that is absent, application/json, text/json,
+// text/plain or +json.
+func jsonBody(h http.Header) bool {
+	ct := h.Get("Content-Type")
+	if strings.TrimSpace(ct) == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	switch mt {
+	case "application/json", "text/json", "text/plain":
+		return true
+	}
+	return strings.HasSuffix(mt, "+json")
 }
 
 // foldName is k in lower case, the long s as s, without "_" and "-"

@@ -9,8 +9,8 @@ import (
 	"unicode/utf8"
 )
 
-// refBodyModel is bodyModel as it was written on encoding/json tokens,
-// kept as the reference the jsontext one must agree with.
+// refBodyModel is bodyModel on encoding/json tokens (with the same rules
+// on names), kept as the reference the jsontext one must agree with.
 func refBodyModel(b []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
@@ -22,12 +22,13 @@ func refBodyModel(b []byte) string {
 		if err != nil {
 			return ""
 		}
-		key, _ := t.(string)
-		if isFallbackModels(key) {
+		name, _ := t.(string)
+		key, _, _ := strings.Cut(name, "\x00")
+		if n := foldName(key); n != "model" && otherModel(n) {
 			return ""
 		}
-		if strings.EqualFold(key, "model") {
-			if found || key != "model" || dec.Decode(&model) != nil {
+		if foldName(key) == "model" {
+			if found || name != "model" || dec.Decode(&model) != nil {
 				return ""
 			}
 			found = true

@@ -323,10 +323,14 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 	checkTools := hasModels(p.kind) && !p.providerTools && hasBody
 	needModel := len(claims.Models) > 0 && hasModels(p.kind)
 	if needModel {
-		if where := modelElsewhere(r); where != "" {
+		// A list, a retrieval (models, a stored response) or a cancel
+		// without a body runs no model: it needs none.
+		runs := hasBody || r.Method != http.MethodGet && r.Method != http.MethodHead && !strings.HasSuffix(rest, "/cancel")
+		if where := modelElsewhere(r, p.kind, rest, runs); where != "" {
 			g.refuse(w, r, name, jti, fmt.Errorf("%w named by %s (only the body's or path's model is checked)", ErrModelScope, where))
 			return
 		}
+		needModel = runs
 	}
 	held := &heldBody{holder: bodyHolder(claims)}
 	defer held.done()
@@ -509,8 +513,8 @@ func requestModel(p *provider, r *http.Request, rest string, body []byte) string
 		m, _, _ = strings.Cut(m, ":")
 		return m
 	}
-	if body == nil || contentEncoded(r.Header) {
-		return ""
+	if body == nil || contentEncoded(r.Header) || !jsonBody(r.Header) {
+		return "" // a router may read a form's model (LiteLLM: any "form" type)
 	}
 	return bodyModel(body)
 }
