@@ -101,8 +101,8 @@ func otherModel(n string) bool {
 // Portkey's x-portkey-* (x-portkey-config's override_params and
 // targets); for a kind other than gemini and a request that runs a model
 // (runs), a path with a segment deployments, engines or models followed
-// by another (Azure-style and LiteLLM routes whose path model wins); a
-// path segment holding "batch"
+// by another (Azure-style and LiteLLM routes whose path model wins) or a
+// path segment holding "batch" (but Gemini's :batchEmbedContents)
 // (each request of a batch names its own model). "" if none. A query
 // that does not parse counts as one (readers differ on what it holds).
 func modelElsewhere(r *http.Request, kind, rest string, runs bool) string {
@@ -124,7 +124,9 @@ func modelElsewhere(r *http.Request, kind, rest string, runs bool) string {
 	}
 	segs := strings.Split(strings.ToLower(rest), "/")
 	for i, seg := range segs {
-		if strings.Contains(seg, "batch") {
+		// Gemini's batchEmbedContents runs the path's model (each
+		// request's must be the same).
+		if runs && strings.Contains(seg, "batch") && !(kind == KindGemini && strings.HasSuffix(seg, ":batchembedcontents")) {
 			return "path segment " + strconv.Quote(seg)
 		}
 		if runs && kind != KindGemini && i+1 < len(segs) && segs[i+1] != "" && (seg == "deployments" || seg == "engines" || seg == "models") {

@@ -31,8 +31,14 @@ type pathRule struct {
 	segs   []string
 }
 
-// segmentName is what a wildcard matches within one segment.
-var segmentName = regexp.MustCompile(`^[A-Za-z0-9._@+~-]+$`)
+// segmentName is what a wildcard matches within one segment; a whole
+// segment "*" also matches wholeSegment (a fine-tuned model's ID,
+// "ft:gpt-4o-mini:org::abc"), but a "*" beside literal text does not match
+// ":" (the rule "*:generateContent" names one method).
+var (
+	segmentName  = regexp.MustCompile(`^[A-Za-z0-9._@+~-]+$`)
+	wholeSegment = regexp.MustCompile(`^[A-Za-z0-9._@+~:-]+$`)
+)
 
 // DefaultAllowPaths are the endpoints each kind of provider admits
 // unless configured otherwise ([ProviderConfig.AllowPaths] adds to
@@ -150,6 +156,9 @@ func segmentMatches(rule, seg string) bool {
 	pre, suf, wild := strings.Cut(rule, "*")
 	if !wild {
 		return rule == seg
+	}
+	if rule == "*" {
+		return wholeSegment.MatchString(seg)
 	}
 	if len(seg) <= len(pre)+len(suf) || !strings.HasPrefix(seg, pre) || !strings.HasSuffix(seg, suf) {
 		return false

@@ -324,8 +324,11 @@ func (g *Gateway) serveData(w http.ResponseWriter, r *http.Request) {
 	needModel := len(claims.Models) > 0 && hasModels(p.kind)
 	if needModel {
 		// A list, a retrieval (models, a stored response) or a cancel
-		// without a body runs no model: it needs none.
-		runs := hasBody || r.Method != http.MethodGet && r.Method != http.MethodHead && !strings.HasSuffix(rest, "/cancel")
+		// without a body runs no model: it needs none. A Gemini method
+		// call (models/{m}:method) is judged by its path's model
+		// whatever the HTTP method.
+		runs := hasBody || r.Method != http.MethodGet && r.Method != http.MethodHead && !strings.HasSuffix(rest, "/cancel") ||
+			p.kind == KindGemini && strings.Contains(path.Base(rest), ":")
 		if where := modelElsewhere(r, p.kind, rest, runs); where != "" {
 			g.refuse(w, r, name, jti, fmt.Errorf("%w named by %s (only the body's or path's model is checked)", ErrModelScope, where))
 			return
