@@ -31,10 +31,12 @@ type pathRule struct {
 	segs   []string
 }
 
-// segmentName is what a wildcard matches within one segment; a whole
-// segment "*" also matches wholeSegment (a fine-tuned model's ID,
-// "ft:gpt-4o-mini:org::abc"), but a "*" beside literal text does not match
-// ":" (the rule "*:generateContent" names one method).
+// segmentName is what a wildcard matches within one segment. A whole
+// segment "*" right after a segment "models" also matches wholeSegment,
+// for a fine-tuned model's ID ("GET /v1/models/ft:gpt-4o-mini:org::abc");
+// nowhere else does a wildcard match ":", which names a method in
+// Google's APIs ("*:generateContent" is one method, "things/*" no
+// custom method).
 var (
 	segmentName  = regexp.MustCompile(`^[A-Za-z0-9._@+~-]+$`)
 	wholeSegment = regexp.MustCompile(`^[A-Za-z0-9._@+~:-]+$`)
@@ -145,7 +147,11 @@ func (r pathRule) matches(method string, segs []string) bool {
 			}
 			return true
 		}
-		if i >= len(segs) || !segmentMatches(rs, segs[i]) {
+		if i >= len(segs) {
+			return false
+		}
+		if modelID := rs == "*" && i > 0 && r.segs[i-1] == "models"; modelID && !wholeSegment.MatchString(segs[i]) ||
+			!modelID && !segmentMatches(rs, segs[i]) {
 			return false
 		}
 	}
@@ -156,9 +162,6 @@ func segmentMatches(rule, seg string) bool {
 	pre, suf, wild := strings.Cut(rule, "*")
 	if !wild {
 		return rule == seg
-	}
-	if rule == "*" {
-		return wholeSegment.MatchString(seg)
 	}
 	if len(seg) <= len(pre)+len(suf) || !strings.HasPrefix(seg, pre) || !strings.HasSuffix(seg, suf) {
 		return false

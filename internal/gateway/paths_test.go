@@ -204,3 +204,31 @@ func TestMethodOverrideNotForwarded(t *testing.T) {
 		}
 	}
 }
+
+// TestWildcardColon: a wildcard segment does not match ":" (Google's
+// custom methods, "things/x:purge"), except a whole "*" right after
+// "models", where a fine-tuned model's ID has them.
+func TestWildcardColon(t *testing.T) {
+	for _, c := range []struct {
+		rule, path string
+		want       bool
+	}{
+		{"GET /v1/models/*", "/v1/models/ft:gpt-4o-mini:org::abc", true},
+		{"GET /v1/models/*", "/v1/models/gpt-4o-mini", true},
+		{"GET /v1/models/*", "/v1/models/a/b", false},
+		{"GET /v1/things/*", "/v1/things/x:purge", false},
+		{"GET /v1/things/*", "/v1/things/x", true},
+		{"POST /v1beta/models/*:generateContent", "/v1beta/models/a:b:generateContent", false},
+		{"POST /v1beta/models/*:generateContent", "/v1beta/models/g:generateContent", true},
+		{"GET /v1/files/**", "/v1/files/a:b", false},
+	} {
+		r, err := parsePathRule(c.rule)
+		if err != nil {
+			t.Fatal(err)
+		}
+		method, _, _ := strings.Cut(c.rule, " ")
+		if got := r.matches(method, strings.Split(c.path[1:], "/")); got != c.want {
+			t.Errorf("%q matches %s = %v, want %v", c.rule, c.path, got, c.want)
+		}
+	}
+}
