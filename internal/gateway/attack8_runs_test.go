@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/agentcustody/custody/internal/providerreach"
 )
 
 // attack8Raw writes raw to the gateway's data port and returns the
@@ -205,8 +207,7 @@ func TestAttack8ContentTypeSpellings(t *testing.T) {
 }
 
 func mimeParse(ct string) (string, map[string]string, error) {
-	h := http.Header{"Content-Type": {ct}}
-	if jsonBody(h) {
+	if providerreach.JSONContentType(ct) {
 		return "json", nil, nil
 	}
 	return "", nil, errNotJSON

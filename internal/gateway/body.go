@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync"
+
+	"github.com/agentcustody/custody/internal/providerreach"
 )
 
 // maxHeldBodies bounds the request bytes the gateway holds in memory at
@@ -277,25 +277,9 @@ func (h *heldBody) done() {
 var errCharset = fmt.Errorf("%w: more than one Content-Type, or a charset other than utf-8", ErrBodyUnchecked)
 
 // utf8Body reports whether a body with header h is read as UTF-8 by
-// every reader: at most one Content-Type, naming no charset or utf-8.
-// A Content-Type that does not parse is left to the checks.
+// every reader: at most one Content-Type, and that one
+// providerreach.UTF8ContentType.
 func utf8Body(h http.Header) bool {
 	cts := h.Values("Content-Type")
-	if len(cts) > 1 {
-		return false
-	}
-	if len(cts) == 0 {
-		return true
-	}
-	// mime drops a charset* it cannot decode, and keeps one of two
-	// charsets; other parsers (Werkzeug) read them.
-	if lct := strings.ToLower(cts[0]); strings.Count(lct, "charset") > 1 || strings.Contains(lct, "charset*") {
-		return false
-	}
-	_, params, err := mime.ParseMediaType(cts[0])
-	if err != nil {
-		return !strings.Contains(strings.ToLower(cts[0]), "charset")
-	}
-	cs, ok := params["charset"]
-	return !ok || strings.EqualFold(cs, "utf-8") || strings.EqualFold(cs, "utf8")
+	return len(cts) == 0 || len(cts) == 1 && providerreach.UTF8ContentType(cts[0])
 }

@@ -3,7 +3,6 @@ package gateway
 import (
 	"bytes"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -19,9 +18,9 @@ import (
 // ambiguous: more than one member whose name equals "model" ignoring
 // case and anything from a NUL on, since parsers differ on which of them
 // wins (encoding/json takes the last case-insensitive match, cJSON the
-// first, others the first exact one), a member isFallbackModels names,
-// or a model that is not valid UTF-8 (parsers differ on what they make
-// of it).
+// first, others the first exact one), a member otherModel names, or a
+// model that is not valid UTF-8 (parsers differ on what they make of
+// it).
 //
 // Members other than the model are skipped without being decoded: a
 // 45 KB agent request takes ~60 µs, a 12 MiB one ~40 ms, on one core
@@ -101,9 +100,9 @@ func otherModel(n string) bool {
 // Portkey's x-portkey-* (x-portkey-config's override_params and
 // targets); for a kind other than gemini and a request that runs a model
 // (runs), a path with a segment deployments, engines or models followed
-// by another (Azure-style and LiteLLM routes whose path model wins) or a
-// path segment holding "batch" (but Gemini's :batchEmbedContents)
-// (each request of a batch names its own model). "" if none. A query
+// by another (Azure-style and LiteLLM routes whose path model wins), or
+// a path segment holding "batch" (each request of a batch names its own
+// model) other than Gemini's :batchEmbedContents. "" if none. A query
 // that does not parse counts as one (readers differ on what it holds).
 func modelElsewhere(r *http.Request, kind, rest string, runs bool) string {
 	if q := r.URL.RawQuery; q != "" {
@@ -134,25 +133,6 @@ func modelElsewhere(r *http.Request, kind, rest string, runs bool) string {
 		}
 	}
 	return ""
-}
-
-// jsonBody reports whether a body with header h is read as JSON by a
-// router: a Content-Type that is absent, application/json, text/json,
-// text/plain or +json.
-func jsonBody(h http.Header) bool {
-	ct := h.Get("Content-Type")
-	if strings.TrimSpace(ct) == "" {
-		return true
-	}
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return false
-	}
-	switch mt {
-	case "application/json", "text/json", "text/plain":
-		return true
-	}
-	return strings.HasSuffix(mt, "+json")
 }
 
 // foldName is k in lower case, the long s as s, without "_" and "-"

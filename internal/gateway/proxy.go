@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentcustody/custody/internal/metering"
+	"github.com/agentcustody/custody/internal/providerreach"
 )
 
 // newTransport is the one upstream transport a gateway shares across all
@@ -516,7 +517,7 @@ func requestModel(p *provider, r *http.Request, rest string, body []byte) string
 		m, _, _ = strings.Cut(m, ":")
 		return m
 	}
-	if body == nil || contentEncoded(r.Header) || !jsonBody(r.Header) {
+	if body == nil || contentEncoded(r.Header) || !providerreach.JSONContentType(r.Header.Get("Content-Type")) {
 		return "" // a router may read a form's model (LiteLLM: any "form" type)
 	}
 	return bodyModel(body)

@@ -45,16 +45,11 @@ var (
 // if the body cannot be read. It reads body once (about 500 MB/s) and
 // keeps nothing; safe for concurrent use.
 func Check(body []byte, r Request) (string, error) {
-	mt, params, perr := mime.ParseMediaType(r.ContentType)
-	if strings.TrimSpace(r.ContentType) == "" {
-		mt, perr = "", nil
-	}
-	if perr != nil || !jsonMediaType(mt) && mt != "multipart/form-data" {
+	mt, params, _ := mime.ParseMediaType(r.ContentType)
+	if !JSONContentType(r.ContentType) && mt != "multipart/form-data" {
 		return "", errMediaType // the provider may read it otherwise (Google's JSPB)
 	}
-	lct := strings.ToLower(r.ContentType)
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") ||
-		strings.Count(lct, "charset") > 1 || strings.Contains(lct, "charset*") {
+	if !UTF8ContentType(r.ContentType) {
 		return "", errCharset // read as UTF-8 here, as UTF-7 (say) by the provider
 	}
 	what, err := reach(body, r.Base)
@@ -70,13 +65,38 @@ func Check(body []byte, r Request) (string, error) {
 	return multipartReach(body, params["boundary"], upload, r.Base)
 }
 
-// jsonMediaType reports whether a body of media type mt is read as JSON:
-// none, application/json, text/json, text/plain (what a bare fetch
-// sends) or any +json type.
-func jsonMediaType(mt string) bool {
+// JSONContentType reports whether a body of Content-Type ct is read as
+// JSON: no Content-Type, application/json, text/json, text/plain (what a
+// bare fetch sends) or any +json type.
+func JSONContentType(ct string) bool {
+	if strings.TrimSpace(ct) == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
 	switch mt {
-	case "", "application/json", "text/json", "text/plain":
+	case "application/json", "text/json", "text/plain":
 		return true
 	}
 	return strings.HasSuffix(mt, "+json")
+}
+
+// UTF8ContentType reports whether every reader reads a body of
+// Content-Type ct as UTF-8: ct names no charset, or utf-8, once. A
+// charset* or a second charset is not (mime drops a charset* it cannot
+// decode and keeps one of two; Werkzeug reads them), nor is a charset in
+// a ct that does not parse.
+func UTF8ContentType(ct string) bool {
+	lct := strings.ToLower(ct)
+	if strings.Count(lct, "charset") > 1 || strings.Contains(lct, "charset*") {
+		return false
+	}
+	_, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return !strings.Contains(lct, "charset")
+	}
+	cs, ok := params["charset"]
+	return !ok || strings.EqualFold(cs, "utf-8") || strings.EqualFold(cs, "utf8")
 }
