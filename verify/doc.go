@@ -165,4 +165,7 @@
 // writes); a plain note Ed25519 key (0x01, signature over the checkpoint body
 // alone) is accepted too. witness_quorum distinct trusted witnesses must
 // cosign the checkpoint; 0 means none are required (development only).
+// Signatures do not cover the signer's name, so a public key may belong to
+// one witness name only and to no log key: trust.json that shares one is
+// invalid.
 package verify

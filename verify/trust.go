@@ -160,6 +160,15 @@ func (t Trust) compile() (*compiled, error) {
 	if t.WitnessQuorum < 0 || t.WitnessQuorum > len(t.Witnesses) {
 		return bad("witness_quorum %d with %d witnesses", t.WitnessQuorum, len(t.Witnesses))
 	}
+	// A signature (note or cosignature/v1) does not cover its signer's
+	// name, so one public key trusted under two names verifies the same
+	// bytes relabelled as either: it must be one witness, and no witness
+	// may hold a log key (the log's own signature would count as a
+	// cosignature).
+	owner := map[string]string{} // public key -> witness name, or "" for a log key
+	for _, k := range c.keys {
+		owner[string(k.pub)] = ""
+	}
 	names := map[string]bool{}
 	for i, w := range t.Witnesses {
 		names[w.Name] = true
@@ -170,6 +179,13 @@ func (t Trust) compile() (*compiled, error) {
 		if v.name != w.Name {
 			return bad("witness %d: name %q does not match vkey name %q", i, w.Name, v.name)
 		}
+		if name, seen := owner[string(v.pub)]; seen && name != v.name {
+			if name == "" {
+				return bad("witness %s has a log key's public key", w.Name)
+			}
+			return bad("witnesses %s and %s share a public key (one key is one witness)", name, w.Name)
+		}
+		owner[string(v.pub)] = v.name
 		nh := nameHash{v.name, v.hash}
 		if _, dup := c.witnesses[nh]; dup {
 			return bad("duplicate witness %s", w.Name)
