@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
 	"github.com/agentcustody/custody/verify"
 )
 
@@ -107,4 +110,49 @@ func TestAttack9LogKeyAsWitness(t *testing.T) {
 	if !errors.Is(err, verify.ErrInvalidTrust) {
 		t.Errorf("Verify() = %v, want ErrInvalidTrust (a witness with a log key)", err)
 	}
+}
+
+// TestAttack9HugeTreeSize: x/mod's tlog.CheckRecord never returns for a
+// tree of more than 2^62 leaves (its maxpow2 loops once 1<<l overflows),
+// and Verify falls back to it when its own inclusion check refuses a
+// proof. A checkpoint of size 2^62+1 — signed by a log key and cosigned
+// (a witness cosigns a log's first checkpoint without a proof) — with any
+// wrong-length proof hung Verify forever, spinning a core. Verify must
+// refuse such a checkpoint, promptly.
+func TestAttack9HugeTreeSize(t *testing.T) {
+	f := newFixture(t)
+	text, err := verify.FormatCheckpoint(verify.Checkpoint{Origin: origin, TreeSize: 1<<62 + 1, Root: tlogRoot(t, f)})
+	if err != nil {
+		// FormatCheckpoint refusing the size is the fix too; make the
+		// text by hand to check the verifier.
+		text = []byte(fmt.Sprintf("%s\n%d\n%s\n", origin, int64(1<<62+1), base64.StdEncoding.EncodeToString(make([]byte, 32))))
+	}
+	msg, err := note.Sign(&note.Note{Text: string(text)}, f.key.signer, f.w1.signer, f.w2.signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := clone(f.closedA)
+	b.Checkpoint = msg
+	done := make(chan error, 1)
+	go func() {
+		_, err := verify.Verify(marshal(t, b), f.trust)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, verify.ErrMalformedCheckpoint) {
+			t.Errorf("Verify(checkpoint of size 2^62+1) = %v, want ErrMalformedCheckpoint", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Verify(checkpoint of size 2^62+1) did not return within 10s (tlog.CheckRecord loops)")
+	}
+}
+
+func tlogRoot(t testing.TB, f *fixture) tlog.Hash {
+	t.Helper()
+	h, err := tlog.TreeHash(f.log.Size(), f.log.reader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
