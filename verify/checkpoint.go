@@ -25,13 +25,19 @@ type Checkpoint struct {
 	Extensions []string // each a non-empty line without "\n"
 }
 
+// MaxTreeSize is the largest tree size a checkpoint may state, 2^62.
+// golang.org/x/mod/sumdb/tlog's proof checks (CheckRecord, CheckTree)
+// never return for a larger tree, so a checkpoint beyond it would hang
+// the verifier and the witness.
+const MaxTreeSize = 1 << 62
+
 // FormatCheckpoint returns the checkpoint body text:
 //
 //	<origin>\n<tree size in decimal>\n<base64 root hash>\n[<extension>\n...]
 //
 // It is the text of the signed note.
 func FormatCheckpoint(c Checkpoint) ([]byte, error) {
-	if !validOrigin(c.Origin) || c.TreeSize < 0 {
+	if !validOrigin(c.Origin) || c.TreeSize < 0 || c.TreeSize > MaxTreeSize {
 		return nil, fmt.Errorf("%w: invalid origin or size", ErrMalformedCheckpoint)
 	}
 	var b bytes.Buffer
@@ -47,8 +53,9 @@ func FormatCheckpoint(c Checkpoint) ([]byte, error) {
 
 // ParseCheckpoint parses checkpoint body text (a signed note's Text, without
 // signatures). It accepts exactly what FormatCheckpoint produces: size in
-// decimal without leading zeros, a 32-byte root in padded standard base64,
-// and extension lines that are non-empty and free of control characters.
+// decimal without leading zeros and at most [MaxTreeSize], a 32-byte root
+// in padded standard base64, and extension lines that are non-empty and
+// free of control characters.
 func ParseCheckpoint(text []byte) (Checkpoint, error) {
 	var c Checkpoint
 	bad := func(why string) (Checkpoint, error) {
@@ -68,6 +75,9 @@ func ParseCheckpoint(text []byte) (Checkpoint, error) {
 	n, err := strconv.ParseInt(lines[1], 10, 64)
 	if err != nil || n < 0 || strconv.FormatInt(n, 10) != lines[1] {
 		return bad("invalid tree size")
+	}
+	if n > MaxTreeSize {
+		return bad(fmt.Sprintf("tree size %d above %d", n, int64(MaxTreeSize)))
 	}
 	c.TreeSize = n
 	h, err := base64.StdEncoding.Strict().DecodeString(lines[2])

@@ -130,6 +130,9 @@
 //	— signer.custody.example/log Hd5FMW…
 //	— w1.example jWbPPwAAAABkGFDL…
 //
+// The tree size is at most 2^62 ([MaxTreeSize]): x/mod's tlog proof checks
+// do not return for larger trees.
+//
 // Bundle. A text container ([Bundle.Marshal], [ParseBundle]); lines end in
 // "\n":
 //
