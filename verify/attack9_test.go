@@ -156,3 +156,109 @@ func tlogRoot(t testing.TB, f *fixture) tlog.Hash {
 	}
 	return h
 }
+
+// TestAttack9BundleBytesHeld: byte-level edits of a valid bundle — a BOM,
+// CRLF, NUL, invalid UTF-8, escaped or re-spelled members and numbers
+// that decode to the signed values, trailing data after a record or after
+// the checkpoint — are each refused with a refusal sentinel, never
+// verified and never a panic.
+func TestAttack9BundleBytesHeld(t *testing.T) {
+	f := newFixture(t)
+	good := marshal(t, f.closedA)
+	if _, err := verify.Verify(good, f.trust); err != nil {
+		t.Fatal(err)
+	}
+	rec := f.closedA.Records[1].Record
+	edit := func(old, new string) func([]byte) []byte {
+		return func(b []byte) []byte {
+			if !bytes.Contains(b, []byte(old)) {
+				t.Fatalf("%q not in bundle", old)
+			}
+			return bytes.Replace(b, []byte(old), []byte(new), 1)
+		}
+	}
+	recEdit := func(old, new string) func([]byte) []byte {
+		return func(b []byte) []byte {
+			if !bytes.Contains(rec, []byte(old)) {
+				t.Fatalf("%q not in record", old)
+			}
+			return bytes.Replace(b, rec, bytes.Replace(rec, []byte(old), []byte(new), 1), 1)
+		}
+	}
+	idx := fmt.Sprintf(`"index":%d`, 2)
+	tests := []struct {
+		name string
+		mut  func([]byte) []byte
+	}{
+		{"BOM", func(b []byte) []byte { return append([]byte("\ufeff"), b...) }},
+		{"CRLF", func(b []byte) []byte { return bytes.ReplaceAll(b, []byte("\n"), []byte("\r\n")) }},
+		{"NUL after record", recEdit(`"v":1}`, "\"v\":1}\x00")},
+		{"space after record", recEdit(`"v":1}`, `"v":1} `)},
+		{"second object after record", recEdit(`"v":1}`, `"v":1}{}`)},
+		{"escaped member name", recEdit(`"type":`, `"\u0074ype":`)},
+		{"escaped value", recEdit(`"run-a"`, `"run\u002da"`)},
+		{"duplicate index", recEdit(idx, idx+`,"index":2`)},
+		{"index 2.0", recEdit(idx, `"index":2.0`)},
+		{"index 2e0", recEdit(idx, `"index":2e0`)},
+		{"index 02", recEdit(idx, `"index":02`)},
+		{"index -0", recEdit(`"run_seq":1`, `"run_seq":-0`)},
+		{"invalid UTF-8 in run", recEdit(`"run-a"`, "\"run-a\xff\"")},
+		{"overlong UTF-8", recEdit(`"run-a"`, "\"run-\xc1\xa1\"")},
+		{"raw NUL in string", recEdit(`"run-a"`, "\"run-a\x00\"")},
+		{"raw tab in record", recEdit(`,"index"`, "\t,\"index\"")},
+		{"junk after checkpoint", func(b []byte) []byte { return append(b, "junk\n"...) }},
+		{"blank line after checkpoint", func(b []byte) []byte { return append(b, '\n') }},
+		{"checkpoint size with leading zero", edit("\n8\n", "\n08\n")},
+		{"checkpoint size with plus", edit("\n8\n", "\n+8\n")},
+		{"K section before R", func(b []byte) []byte { return bytes.Replace(b, []byte("\nR\t"), []byte("\nK\t"), 1) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := tt.mut(bytes.Clone(good))
+			res, err := verify.Verify(b, f.trust)
+			if err == nil {
+				t.Fatalf("Verify() = %v, want a refusal", res)
+			}
+			if !errors.Is(err, verify.ErrRefused) {
+				t.Errorf("Verify() = %v, want an error wrapping ErrRefused", err)
+			}
+		})
+	}
+}
+
+// TestAttack9WitnessLinesHeld: a cosignature line by a trusted witness
+// repeated (identical or with another timestamp), or under the witness's
+// name with a colliding-looking key hash of another key, counts once or
+// not at all; a quorum of 2 is not met by one witness.
+func TestAttack9WitnessLinesHeld(t *testing.T) {
+	f := newFixture(t)
+	cp := f.log.checkpoint(f.w1.signer)
+	// The same witness's line twice, then relabelled under w2's name
+	// (w2's key differs, so it must not verify).
+	w1line := cp[bytes.LastIndex(cp[:len(cp)-1], []byte("\n"))+1:]
+	for _, c := range [][]byte{
+		append(bytes.Clone(cp), w1line...),
+		attack9Relabel(t, cp, f.w1.name, f.w2.name, keyHashOf(t, f.w2.vkey)),
+	} {
+		b := clone(f.closedA)
+		b.Checkpoint = c
+		res, err := verify.Verify(marshal(t, b), f.trust)
+		var qe *verify.WitnessQuorumError
+		if !errors.As(err, &qe) || len(qe.Valid) != 1 {
+			t.Errorf("Verify(%q) = %v, %v; want a WitnessQuorumError with one valid witness", c, res.Witnesses, err)
+		}
+	}
+}
+
+func keyHashOf(t testing.TB, vkey string) uint32 {
+	t.Helper()
+	var h uint32
+	parts := bytes.SplitN([]byte(vkey), []byte("+"), 3)
+	if len(parts) != 3 {
+		t.Fatalf("vkey %q", vkey)
+	}
+	if _, err := fmt.Sscanf(string(parts[1]), "%08x", &h); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
