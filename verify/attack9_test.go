@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -261,4 +262,53 @@ func keyHashOf(t testing.TB, vkey string) uint32 {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// TestAttack9ParsersNoPanicHeld: the exported parsers answer hostile input
+// with an error that names the problem and never panic.
+func TestAttack9ParsersNoPanicHeld(t *testing.T) {
+	inputs := []string{
+		"", "\x00", "\ufeff{}", "+", "++", "a+b+c", "a+00000000+", "a+00000000+AQ==",
+		"a+zzzzzzzz+" + base64.StdEncoding.EncodeToString(make([]byte, 33)),
+		"a+00000000+" + base64.StdEncoding.EncodeToString(append([]byte{4}, make([]byte, 32)...)),
+		"a+00000000+" + base64.StdEncoding.EncodeToString(append([]byte{9}, make([]byte, 32)...)),
+		"{\"version\":1,\"log\":null}", "{\"version\":1,\"log\":{\"keys\":[null]}}",
+		"{\"version\":1,\"log\":{\"origin\":\"o\",\"keys\":[{}]},\"witnesses\":[null],\"witness_quorum\":1}",
+		"{\"version\":1,\"log\":{\"origin\":\"o\",\"keys\":[]},\"witness_quorum\":-1}",
+		"o\n9223372036854775807\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n",
+		"o\n4611686018427387905\n" + base64.StdEncoding.EncodeToString(make([]byte, 32)) + "\n",
+		"custody-bundle-v1\n{\"closed\":false,\"run\":\"r\",\"v\":1}\nR\t{}\t\t\n\n",
+		"custody-bundle-v1\n{\"closed\":false,\"run\":\"r\",\"v\":1}\nR\t\n\nx",
+		"custody-bundle-v1\n{\"closed\":false,\"run\":\"r\",\"v\":1}\n\n",
+		strings.Repeat("[", 100000), strings.Repeat("{\"a\":", 1000) + "1" + strings.Repeat("}", 1000),
+	}
+	f := newFixture(t)
+	for _, in := range inputs {
+		b := []byte(in)
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("panic on %.60q: %v", in, p)
+				}
+			}()
+			if _, err := verify.ParseTrust(b); err == nil {
+				t.Errorf("ParseTrust(%.60q) accepted", in)
+			}
+			if _, err := verify.NewWitnessVerifier(in); err == nil {
+				t.Errorf("NewWitnessVerifier(%.60q) accepted", in)
+			}
+			if _, err := verify.NewTrustKey(in); err == nil {
+				t.Errorf("NewTrustKey(%.60q) accepted", in)
+			}
+			verify.ParseCheckpoint(b)
+			verify.ParseBundle(b)
+			verify.ParseRecord(b)
+			verify.CanonicalizeJSON(b)
+			var v map[string]any
+			verify.DecodeJSON(b, &v)
+			if _, err := verify.Verify(b, f.trust); err == nil || err.Error() == "" {
+				t.Errorf("Verify(%.60q) = %v", in, err)
+			}
+		}()
+	}
 }
