@@ -312,3 +312,71 @@ func TestAttack9ParsersNoPanicHeld(t *testing.T) {
 		}()
 	}
 }
+
+// TestAttack9ReservedRunIDs: run ids starting with "_" are the log's; only
+// "_log" is one. The signer never makes another (internal/signer refuses
+// them), so a record of such a run is malformed, signed or parsed.
+func TestAttack9ReservedRunIDs(t *testing.T) {
+	skey, _, err := note.GenerateKey(rand.Reader, "custody.test/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg, err := note.NewSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := func(run string) *verify.Record {
+		return &verify.Record{Log: "custody.test/log", Index: 3, Run: run, Type: "call.decided",
+			Time: time.Date(2026, 12, 3, 1, 2, 3, 0, time.UTC), Body: map[string]any{}}
+	}
+	for _, run := range []string{"_", "_other", "_log_", "_LOG"} {
+		if _, err := verify.SignRecord(rec(run), sg); err == nil {
+			t.Errorf("SignRecord run %q: signed", run)
+		}
+	}
+	raw, err := verify.SignRecord(rec(verify.LogRun), sg)
+	if err != nil {
+		t.Fatalf("SignRecord run %q: %v", verify.LogRun, err)
+	}
+	if _, err := verify.ParseRecord(raw); err != nil {
+		t.Fatalf("ParseRecord run %q: %v", verify.LogRun, err)
+	}
+	edited := bytes.Replace(raw, []byte(`"run":"_log"`), []byte(`"run":"_lox"`), 1)
+	if bytes.Equal(edited, raw) {
+		t.Fatal("test did not edit the run")
+	}
+	if _, err := verify.ParseRecord(edited); !errors.Is(err, verify.ErrMalformedRecord) {
+		t.Fatalf("ParseRecord run _lox: %v, want ErrMalformedRecord", err)
+	}
+}
+
+// TestAttack9ReconcileCountOverflow: counts are at most 2^53-1, but 2049
+// model.call records each dropping 2^53-1 tool uses sum past 2^63; before
+// the sum was checked it wrapped to 2^53-2049, and a run.reconciled
+// claiming that many tool uses reconciled.
+func TestAttack9ReconcileCountOverflow(t *testing.T) {
+	const calls = 2049
+	const maxCount = int64(1)<<53 - 1
+	key := newKey(t, origin)
+	w := newWitness(t, "w1.example")
+	l := newTestLog(t, origin, key)
+	l.add("run-o", verify.TypeRunRegistered, nil)
+	for range calls {
+		l.add("run-o", verify.TypeModelCall, map[string]any{"tool_uses": []any{}, "tool_uses_dropped": maxCount})
+	}
+	c, m := uint64(calls), uint64(maxCount)
+	wrapped := int64(c * m) // 2^64 + 2^53 - 2049, wrapped
+	if wrapped < 0 || wrapped > maxCount {
+		t.Fatalf("test arithmetic: %d", wrapped)
+	}
+	l.add("run-o", verify.TypeRunReconciled, map[string]any{
+		"model_calls": int64(calls), "tool_uses": wrapped, "decided_calls": int64(0),
+		"unreported_count": int64(0), "unreported": []any{}, "unreadable_responses": int64(0),
+	})
+	l.add("run-o", verify.TypeRunClosing, map[string]any{"reason": "exited"})
+	raw := marshal(t, l.bundle("run-o", true, l.checkpoint(w.signer)))
+	_, err := verify.Verify(raw, newTrust(t, origin, 1, []witness{w}, key))
+	if !errors.Is(err, verify.ErrReconcile) {
+		t.Fatalf("Verify: %v, want ErrReconcile", err)
+	}
+}

@@ -32,7 +32,10 @@
 // What verification cannot show: a bundle whose tail was cut off and which
 // does not claim to be closed verifies as open at the shorter head (a reader
 // who needs the whole run must require VERIFIED); a signer that holds the log
-// key and colludes with a quorum of witnesses can fork the log.
+// key and colludes with a quorum of witnesses can fork the log; a bundle
+// that leaves out a key.retired record (K lines are what the exporter
+// included, not proven to be all) does not retire that key, so a key
+// retirement that must hold belongs in trust.json ("retired_from_index").
 //
 // # Format
 //
@@ -59,7 +62,7 @@
 //	v         integer, 1
 //	log       the log's origin (1–255 printable ASCII bytes, no space or '+')
 //	index     integer, the record's leaf index in the log, from 0
-//	run       run id, 1–128 bytes of [A-Za-z0-9._:-]; "_log" for log-level records
+//	run       run id, 1–128 bytes of [A-Za-z0-9._:-], not starting with "_"; "_log" for log-level records
 //	run_seq   integer, position in its run, from 0, no gaps
 //	prev      "" when run_seq is 0, else ChainHash of the run's previous record:
 //	          lowercase hex SHA-256 of its canonical bytes including sig

@@ -1,6 +1,9 @@
 package verify
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // reconciliation is what Verify checks of a run's model calls and its
 // run.reconciled record, offline:
@@ -26,7 +29,7 @@ import "fmt"
 type reconciliation struct {
 	modelCalls int
 	malformed  int // model.call records with response_malformed
-	toolUses   int
+	toolUses   int64
 	uses       map[int64][]string // model.call index -> tool names by position
 	reconciled bool
 	unreported int
@@ -71,7 +74,13 @@ func (rc *reconciliation) add(r *Record, next *Record) error {
 			}
 			rc.malformed++
 		}
-		rc.toolUses += len(names) + int(dropped)
+		// A count is at most 2^53-1 (canonical JSON), so a run of
+		// enough records could still overflow the sum.
+		add := int64(len(names)) + dropped
+		if add > math.MaxInt64-rc.toolUses {
+			return fmt.Errorf("%w: the run's tool use count overflows", ErrReconcile)
+		}
+		rc.toolUses += add
 	case TypeRunReconciled:
 		if rc.reconciled {
 			return fmt.Errorf("%w: two run.reconciled records", ErrReconcile)
@@ -119,7 +128,7 @@ func (rc *reconciliation) check(r *Record) error {
 	if unreadable != int64(rc.malformed) {
 		return fmt.Errorf("%w: run.reconciled counts %d unreadable responses, the run's model.call records %d", ErrReconcile, unreadable, rc.malformed)
 	}
-	if calls != int64(rc.modelCalls) || uses != int64(rc.toolUses) {
+	if calls != int64(rc.modelCalls) || uses != rc.toolUses {
 		return fmt.Errorf("%w: run.reconciled counts %d model calls and %d tool uses, the run's records %d and %d",
 			ErrReconcile, calls, uses, rc.modelCalls, rc.toolUses)
 	}

@@ -39,8 +39,8 @@ const (
 
 // LogRun is the reserved run id of log-level records (key.retired,
 // log.rollback_detected, log.fork_detected, calls refused after a run
-// closed). Run ids starting
-// with "_" are reserved for the log.
+// closed). Run ids starting with "_" are reserved for the log: a record of
+// any other such run is malformed.
 const LogRun = "_log"
 
 // TimeLayout is the layout of a record's "time": RFC 3339, UTC, milliseconds.
@@ -464,9 +464,10 @@ func validOrigin[S ~string | ~[]byte](s S) bool {
 	return true
 }
 
-// validRunID: 1 to 128 bytes of [A-Za-z0-9._:-], or the reserved LogRun.
+// validRunID: 1 to 128 bytes of [A-Za-z0-9._:-], not starting with "_"
+// (reserved for the log), or the reserved LogRun itself.
 func validRunID[S ~string | ~[]byte](s S) bool {
-	if len(s) == 0 || len(s) > 128 {
+	if len(s) == 0 || len(s) > 128 || s[0] == '_' && string(s) != LogRun {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
