@@ -1,0 +1,167 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// noDNS is a Dialer that resolves nothing (no packet leaves loopback):
+// its resolver's DNS transport always fails.
+var noDNS = &Dialer{AllowPrefixes: loopbackAllowed.AllowPrefixes, Resolver: &net.Resolver{
+	PreferGo: true,
+	Dial: func(context.Context, string, string) (net.Conn, error) {
+		return nil, errors.New("no DNS in tests")
+	},
+}}
+
+// rawThrough sends one raw request (with the good key) through f and
+// returns the status and body.
+func rawThrough(t *testing.T, f *proxyFixture, method, target string) (int, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", f.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	auth := base64.StdEncoding.EncodeToString([]byte("r1:" + goodKey))
+	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic %s\r\nConnection: close\r\n\r\n", method, target, auth)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if method == http.MethodConnect && resp.StatusCode == 200 {
+		return 200, ""
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestAttack9HeldUnbracketedIPv6Port (held up: net/url in go1.26
+// refuses an unbracketed colon in a host): a plain-HTTP URL whose host
+// is an IPv6 literal without brackets, http://2001:db8::1:22/, would be
+// decided as the IP 2001:db8::1:22, port 80 (net.SplitHostPort fails on
+// it, so splitPort takes the default port), while net/http's Transport
+// dials URL.Hostname():URL.Port(), [2001:db8::1]:22.
+func TestAttack9HeldUnbracketedIPv6Port(t *testing.T) {
+	var hits atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	defer up.Close()
+	_, port, _ := net.SplitHostPort(up.Listener.Addr().String())
+	f := newProxy(t, loopbackAllowed)
+	for _, target := range []string{
+		"http://::ffff:127.0.0.1:" + port + "/x",
+		"http://::FFFF:7f00:1:" + port + "/x",
+	} {
+		if code, body := rawThrough(t, f, "GET", target); code != http.StatusBadRequest {
+			t.Errorf("GET %s = %d %q, want 400", target, code, body)
+		}
+	}
+	if n := hits.Load(); n != 0 || len(f.asked) != 0 {
+		t.Errorf("upstream reached %d times, decided %+v", n, f.asked)
+	}
+}
+
+// TestAttack9ExtraTrailingDots: a name is decided in lower case without
+// its trailing dot, but only one dot was trimmed: "pastebin.com.." was
+// decided as "pastebin.com." (which a deny on "pastebin.com" does not
+// match) and dialled as "pastebin.com.", the same DNS name. A name with an
+// empty label is no name: it is refused.
+func TestAttack9ExtraTrailingDots(t *testing.T) {
+	f := newProxy(t, noDNS)
+	f.deny["pastebin.com"] = true
+	for _, tc := range []struct{ method, target string }{
+		{"CONNECT", "pastebin.com..:443"},
+		{"CONNECT", "PASTEBIN.COM...:443"},
+		{"GET", "http://pastebin.com../x"},
+	} {
+		code, body := rawThrough(t, f, tc.method, tc.target)
+		if code != http.StatusForbidden && code != http.StatusBadRequest {
+			t.Errorf("%s %s = %d %q, want 403 or 400", tc.method, tc.target, code, body)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.asked {
+		if r.Host != "pastebin.com" {
+			t.Errorf("decided host %q: a deny on pastebin.com does not see it", r.Host)
+		}
+	}
+}
+
+// TestAttack9IPLiteralSpellings: an IP literal was decided as written,
+// so a rule on args.host == "127.0.0.1" (or "::1") was passed by another
+// spelling of the same address: IPv4-mapped IPv6 (which Go dials as
+// IPv4), upper case, leading zeros and expanded zero groups. An IP
+// literal is decided in one spelling (netip's, IPv4-mapped unmapped).
+func TestAttack9IPLiteralSpellings(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer up.Close()
+	_, port, _ := net.SplitHostPort(up.Listener.Addr().String())
+	f := newProxy(t, &Dialer{AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
+	f.deny["127.0.0.1"] = true
+	f.deny["::1"] = true
+	for _, host := range []string{
+		"[::ffff:127.0.0.1]", "[::FFFF:7F00:1]", "[0:0:0:0:0:ffff:7f00:0001]",
+		"[0:0::1]", "[::0001]", "[0000:0000:0000:0000:0000:0000:0000:0001]",
+	} {
+		code, body := rawThrough(t, f, "CONNECT", host+":"+port)
+		if code != http.StatusForbidden {
+			t.Errorf("CONNECT %s:%s = %d %q, want 403 (a deny on 127.0.0.1 and ::1)", host, port, code, body)
+		}
+		code, body = rawThrough(t, f, "GET", "http://"+host+":"+port+"/x")
+		if code != http.StatusForbidden {
+			t.Errorf("GET http://%s:%s/x = %d %q, want 403", host, port, code, body)
+		}
+	}
+}
+
+// TestAttack9TunnelEOFThroughSourceLimit: custody serves the egress
+// listener under LimitBySource (and netutil.LimitListener), whose
+// connections hide *net.TCPConn's CloseWrite. When the destination
+// closed, tcpfwd.Join could not pass the end on to the client: the
+// tunnel stayed open (the client waiting for an EOF that never came,
+// one of the agent's MaxPerCaller slots held) until the client gave up
+// or MaxTunnel (an hour) passed.
+func TestAttack9TunnelEOFThroughSourceLimit(t *testing.T) {
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	go func() {
+		c, err := up.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = io.WriteString(c, "bye")
+		c.Close()
+	}()
+	proxy := &Proxy{Dialer: loopbackAllowed,
+		Authenticate: func(*http.Request) (Caller, error) { return Caller{Run: "r1"}, nil },
+		Decide:       func(context.Context, Caller, Request) (Decision, error) { return Decision{Allow: true}, nil },
+	}
+	srv := httptest.NewUnstartedServer(proxy)
+	srv.Listener = LimitBySource(srv.Listener, 8, nil)
+	srv.Start()
+	defer srv.Close()
+	c, br := openTunnel(t, srv.Listener.Addr().String(), up.Addr().String(), goodKey)
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	got, err := io.ReadAll(br)
+	if string(got) != "bye" || err != nil {
+		t.Fatalf("read %q, %v: want \"bye\" then EOF once the destination closed", got, err)
+	}
+}
