@@ -227,7 +227,8 @@ func addrOutcome(prefix string, addr net.Addr) Outcome {
 	return Outcome(prefix)
 }
 
-// destination reads what r asks for, the host a canonicalHost. The host
+// destination reads what r asks for, the host a canonicalHost (a name
+// with an empty label is refused). The host
 // must be ASCII (a name in
 // its IDNA A-label form, or an IP literal): the HTTP transport would dial
 // a non-ASCII name's UTS 46 mapping, not the name the decision was about
@@ -242,7 +243,10 @@ func destination(r *http.Request) (Request, error) {
 		if !asciiHost(host) {
 			return Request{}, errors.New("CONNECT target: the host must be ASCII (IDNA A-labels)")
 		}
-		return Request{Method: r.Method, Host: canonicalHost(host), Port: port}, nil
+		if host, err = canonicalHost(host); err != nil {
+			return Request{}, fmt.Errorf("CONNECT target: %v", err)
+		}
+		return Request{Method: r.Method, Host: host, Port: port}, nil
 	}
 	if !r.URL.IsAbs() || r.URL.Scheme != "http" || r.URL.Host == "" {
 		return Request{}, errors.New("want CONNECT host:port or an absolute http:// URL")
@@ -255,24 +259,37 @@ func destination(r *http.Request) (Request, error) {
 		return Request{}, errors.New("URL host: must be ASCII (IDNA A-labels)")
 	}
 	r.URL.User = nil
-	if c := canonicalHost(host); c != host {
+	c, err := canonicalHost(host)
+	if err != nil {
+		return Request{}, fmt.Errorf("URL host: %v", err)
+	}
+	if c != host {
 		host = c
 		if p := r.URL.Port(); p != "" {
 			c = net.JoinHostPort(c, p)
+		} else if strings.Contains(c, ":") {
+			c = "[" + c + "]"
 		}
 		r.URL.Host = c
 	}
 	return Request{Method: r.Method, Host: host, Port: port, URL: r.URL.String()}, nil
 }
 
-// canonicalHost is a host name in lower case without its trailing dot
-// (DNS tells neither apart, a rule on args.host does); an IP literal is
-// kept as written.
-func canonicalHost(host string) string {
-	if _, err := netip.ParseAddr(host); err == nil {
-		return host
+// canonicalHost is host in the one spelling a rule on args.host sees
+// (the dialer connects to the same): a name in lower case without its
+// trailing dot (DNS tells neither apart), an IP literal as netip writes
+// it, an IPv4-mapped IPv6 address as the IPv4 address (Go dials it so).
+// A name with an empty label ("a..b", "a.b..") is refused.
+func canonicalHost(host string) (string, error) {
+	h := strings.TrimSuffix(host, ".")
+	if ip, err := netip.ParseAddr(h); err == nil {
+		return ip.Unmap().String(), nil
 	}
-	return strings.TrimSuffix(strings.ToLower(host), ".")
+	h = strings.ToLower(h)
+	if h == "" || strings.HasPrefix(h, ".") || strings.HasSuffix(h, ".") || strings.Contains(h, "..") {
+		return "", fmt.Errorf("%q: empty label", host)
+	}
+	return h, nil
 }
 
 // asciiHost reports whether host is printable ASCII without spaces.
