@@ -47,7 +47,10 @@ func Pipe(c net.Conn, target string) {
 }
 
 // Join copies a to b and b to a until both directions end, passing each
-// half-close on, then closes both.
+// half-close on, then closes both. A side that cannot half-close (a
+// listener's wrapper hiding *net.TCPConn's CloseWrite) is closed when
+// the other side's direction ends, so that its peer sees the end
+// rather than waiting for it.
 func Join(a, b net.Conn) {
 	defer a.Close()
 	defer b.Close()
@@ -65,5 +68,7 @@ func Join(a, b net.Conn) {
 func closeWrite(c net.Conn) {
 	if cw, ok := c.(interface{ CloseWrite() error }); ok {
 		_ = cw.CloseWrite()
+		return
 	}
+	_ = c.Close()
 }
