@@ -166,3 +166,46 @@ func TestAttack9TunnelEOFThroughSourceLimit(t *testing.T) {
 		t.Fatalf("read %q, %v: want \"bye\" then EOF once the destination closed", got, err)
 	}
 }
+
+// TestAttack9DeliveredRecordedUnreachable: a plain-HTTP request whose
+// response did not come (the agent hung up once its body was sent, or
+// the destination took longer than the response-header timeout) was
+// completed as "unreachable" although it had been delivered: an agent
+// could post data to an allowed destination and leave a record saying
+// the destination was never reached. A request sent to an address is
+// completed as connected:ADDR.
+func TestAttack9DeliveredRecordedUnreachable(t *testing.T) {
+	got := make(chan string, 1)
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- string(b)
+		<-release
+	}))
+	defer up.Close()
+	defer close(release)
+	f := newProxy(t, loopbackAllowed)
+	conn, err := net.Dial("tcp", f.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := base64.StdEncoding.EncodeToString([]byte("r1:" + goodKey))
+	fmt.Fprintf(conn, "POST %s/x HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic %s\r\nContent-Length: 6\r\n\r\nsecret", up.URL, auth)
+	select {
+	case b := <-got:
+		if b != "secret" {
+			t.Fatalf("upstream got %q", b)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request did not reach the upstream")
+	}
+	conn.Close() // the agent hangs up before any response
+	deadline := time.Now().Add(5 * time.Second)
+	for len(f.completed()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	want := Outcome("c1=connected:" + up.Listener.Addr().String())
+	if c := f.completed(); len(c) != 1 || c[0] != want {
+		t.Fatalf("completed %v, want [%s]: the request reached the destination", c, want)
+	}
+}
