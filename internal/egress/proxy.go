@@ -52,7 +52,9 @@ type Decision struct {
 // Outcome is what became of an allowed request, for [Proxy.Complete]:
 // one short word with what it concerns, at most 64 printable bytes:
 //
-//	connected:ADDR      the tunnel was opened to ADDR (ip:port actually dialled)
+//	connected:ADDR      the tunnel was opened to ADDR (ip:port actually dialled),
+//	                    or a plain-HTTP request was sent to ADDR and no
+//	                    response header came back
 //	status:N:ADDR       a plain-HTTP request answered N from ADDR
 //	refused:RULE        the dial-time check refused every address the name resolved to
 //	unreachable         the destination could not be reached
@@ -408,6 +410,14 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, don
 	}
 	defer tr.CloseIdleConnections()
 	resp, err := tr.RoundTrip(out)
+	if err != nil && remote != nil {
+		// Connected, so the request may have been delivered (the
+		// client hung up, or no response header came in time): not
+		// "unreachable".
+		done(addrOutcome("connected", remote))
+		refuse(w, http.StatusBadGateway, "destination unreachable")
+		return
+	}
 	if err != nil {
 		p.dialRefusal(w, req, err, done)
 		return
