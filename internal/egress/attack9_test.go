@@ -209,3 +209,51 @@ func TestAttack9DeliveredRecordedUnreachable(t *testing.T) {
 		t.Fatalf("completed %v, want [%s]: the request reached the destination", c, want)
 	}
 }
+
+// TestAttack9PlainHTTPOutlivesMaxTunnel: a tunnel lives at most
+// MaxTunnel (a key's expiry does not cut what it opened, MaxTunnel
+// bounds it), but a plain-HTTP request had no bound: a response the
+// destination streams forever kept flowing (and held one of the agent's
+// slots) past MaxTunnel, past the key's expiry.
+func TestAttack9PlainHTTPOutlivesMaxTunnel(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		for {
+			if _, err := io.WriteString(w, "tick\n"); err != nil {
+				return
+			}
+			if rc.Flush() != nil {
+				return
+			}
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}))
+	defer up.Close()
+	p := &Proxy{Dialer: loopbackAllowed, MaxTunnel: 300 * time.Millisecond,
+		Authenticate: func(*http.Request) (Caller, error) { return Caller{Run: "r1"}, nil },
+		Decide:       func(context.Context, Caller, Request) (Decision, error) { return Decision{Allow: true}, nil },
+	}
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "GET %s/stream HTTP/1.1\r\nHost: x\r\n\r\n", up.URL)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	start := time.Now()
+	_, err = io.Copy(io.Discard, resp.Body)
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("the response was still flowing after %v (%v), MaxTunnel 300ms", d, err)
+	}
+}
