@@ -95,8 +95,9 @@ type Proxy struct {
 	Dialer *Dialer
 	// Log gets one line per refusal. Default slog.Default().
 	Log *slog.Logger
-	// MaxTunnel bounds a CONNECT tunnel's life; it is closed then. Zero
-	// means DefaultMaxTunnel.
+	// MaxTunnel bounds a CONNECT tunnel's life, and a plain-HTTP
+	// request's (its response streamed included); it is closed then.
+	// Zero means DefaultMaxTunnel.
 	MaxTunnel time.Duration
 	// MaxPerCaller bounds the requests and tunnels one agent (tenant and
 	// agent of the Caller) has open at once, so that one sandbox cannot
@@ -140,6 +141,13 @@ func (p *Proxy) acquire(c Caller) (release func(), ok bool) {
 // DefaultMaxTunnel is a tunnel's longest life unless Proxy.MaxTunnel
 // says otherwise.
 const DefaultMaxTunnel = time.Hour
+
+func (p *Proxy) maxTunnel() time.Duration {
+	if p.MaxTunnel <= 0 {
+		return DefaultMaxTunnel
+	}
+	return p.MaxTunnel
+}
 
 func (p *Proxy) dialer() *Dialer {
 	if p.Dialer == nil {
@@ -354,11 +362,7 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, req Request, done
 		return
 	}
 	// The tunnel ends with the credential (Caller.Bind) or at MaxTunnel.
-	max := p.MaxTunnel
-	if max <= 0 {
-		max = DefaultMaxTunnel
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), max)
+	ctx, cancel := context.WithTimeout(r.Context(), p.maxTunnel())
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
 		c.Close()
@@ -398,7 +402,11 @@ func removeHop(h http.Header) {
 func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, done func(Outcome)) {
 	var remote net.Addr
 	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { remote = i.Conn.RemoteAddr() }}
-	out := r.Clone(httptrace.WithClientTrace(r.Context(), trace))
+	// A request, its response streamed included, lives at most
+	// MaxTunnel too.
+	ctx, cancel := context.WithTimeout(r.Context(), p.maxTunnel())
+	defer cancel()
+	out := r.Clone(httptrace.WithClientTrace(ctx, trace))
 	out.RequestURI = ""
 	out.Host = "" // the Host header is the URL's authority, as decided
 	removeHop(out.Header)
