@@ -13,6 +13,13 @@
 // refused at dial time. The check runs in the socket's control hook,
 // before connect(2): no packet is sent to a refused address.
 //
+// A CONNECT tunnel is decided on its target (host and port) only: the
+// bytes it carries are not looked at, so a TLS ClientHello naming
+// another server (SNI), or an HTTP Host inside the tunnel, reaches
+// whatever the decided address serves under that name (a CDN's or a
+// shared front end's other names: domain fronting). The record names the
+// CONNECT host and the address dialled, not the name spoken inside.
+//
 // Not yet here (issue 10 continues): the Authenticate and Decide that
 // `custody serve` gives the proxy (the custody key; a signer decision
 // recorded in the caller's run), its listener and flags, and
