@@ -20,10 +20,10 @@
 // shared front end's other names: domain fronting). The record names the
 // CONNECT host and the address dialled, not the name spoken inside.
 //
-// Not yet here (issue 10 continues): the Authenticate and Decide that
-// `custody serve` gives the proxy (the custody key; a signer decision
-// recorded in the caller's run), its listener and flags, and
-// HTTP_PROXY/HTTPS_PROXY from `custody exec`.
+// Not here: the Authenticate, Decide and Complete that `custody serve`
+// gives the proxy (a custody key or a run's gateway token; a signer
+// decision recorded in the caller's run), its listener and flags
+// (internal/cli), and HTTP_PROXY/HTTPS_PROXY from `custody exec`.
 //
 // Dialer contract:
 //   - Allowed: addresses of kind public (global unicast), and addresses
