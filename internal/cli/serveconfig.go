@@ -204,7 +204,7 @@ type ServeConfig struct {
 	// --egress-listen). Empty (the default) disables it.
 	EgressListen string
 	// EgressMaxConnsPerSource caps the egress listener's open connections
-	// per source address (an IPv6 source: its /64); see
+	// per source address; see
 	// egress.LimitBySource. Default 128; raise it behind SNAT.
 	EgressMaxConnsPerSource int
 
@@ -288,7 +288,7 @@ func Defaults() ServeConfig {
 func (c *ServeConfig) RegisterFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "API listener (identity exchange, memory, MCP, /healthz, /readyz); sandboxes reach it")
 	fs.StringVar(&c.EgressListen, "egress-listen", c.EgressListen, "HTTP forward proxy for the sandbox's own connections (plain HTTP and CONNECT, no interception), e.g. :8869: credentials RUN:KEY (HTTP_PROXY=http://RUN:KEY@custody:8869), each request a signer decision on tool Egress recorded in that run, internal and metadata addresses refused at dial time; needs --signer; empty disables it")
-	fs.IntVar(&c.EgressMaxConnsPerSource, "egress-max-conns-per-source", c.EgressMaxConnsPerSource, "open connections to --egress-listen per source address (an IPv6 source: its /64); more are closed at accept, so one sandbox's unauthenticated or idle connections cannot fill the listener; raise it where sandboxes share an address (SNAT)")
+	fs.IntVar(&c.EgressMaxConnsPerSource, "egress-max-conns-per-source", c.EgressMaxConnsPerSource, "open connections to --egress-listen per source address; more are closed at accept, so one sandbox's unauthenticated or idle connections cannot fill the listener; raise it where sandboxes share an address (SNAT)")
 	fs.StringVar(&c.MCPUpstreams, "mcp-upstreams", c.MCPUpstreams, "MCP proxy upstreams file (YAML or JSON: name, url, tenants, credential file, tool globs), served at /mcp/servers/{name} on --listen: each tools/call a signer decision on tool mcp__{name}__{tool} before it is forwarded; needs --signer; empty disables it")
 	fs.DurationVar(&c.ProxyApprovalWait, "proxy-approval-wait", c.ProxyApprovalWait, "how long a call decided ask through the MCP or egress proxy waits for an operator's approval (the approval flow) before it is refused (1s to 1h)")
 	fs.StringVar(&c.AdminListen, "admin-listen", c.AdminListen, "operator listener (key revocation, gateway tokens, signer approvals/bundles/trust); started only with --admin-token-file, --admin-service-accounts or --admin-client-ca-file; never expose to sandboxes")

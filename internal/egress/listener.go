@@ -14,12 +14,14 @@ import (
 const DefaultMaxConnsPerSource = 128
 
 // LimitBySource returns a listener that holds at most n open connections
-// per source address (an IPv6 source: its /64) and closes, right after
+// per source address and closes, right after
 // accepting it, each connection over that cap. Proxy.MaxPerCaller counts
 // requests in progress per caller once authenticated; this bounds what
 // comes before (connections that never authenticate, or sit idle) per
-// pod. Behind SNAT, where many sandboxes share one source address, raise
-// n accordingly. refused, if not nil, is incremented per connection
+// pod. An IPv6 source is counted by its address too, not its /64: a
+// Kubernetes node's pods share one /64 (its pod CIDR), and a pod cannot
+// add addresses to its own. Behind SNAT, where many sandboxes share one
+// source address, raise n accordingly. refused, if not nil, is incremented per connection
 // closed. n must be positive.
 func LimitBySource(ln net.Listener, n int, refused *atomic.Int64) net.Listener {
 	return &sourceLimited{Listener: ln, max: n, open: map[netip.Prefix]int{}, refused: refused}
@@ -66,19 +68,16 @@ func (l *sourceLimited) release(src netip.Prefix) {
 	}
 }
 
-// sourcePrefix is the address a connection is counted under: an IPv4
-// source (or IPv4-mapped IPv6) itself, an IPv6 source its /64.
+// sourcePrefix is the address a connection is counted under: its source
+// address (IPv4-mapped IPv6 as IPv4, without a zone), as a full-length
+// prefix.
 func sourcePrefix(a net.Addr) netip.Prefix {
 	ap, err := netip.ParseAddrPort(a.String())
 	if err != nil {
 		return netip.Prefix{}
 	}
-	ip := ap.Addr().Unmap()
-	if ip.Is4() {
-		return netip.PrefixFrom(ip, 32)
-	}
-	p, _ := ip.Prefix(64)
-	return p
+	ip := ap.Addr().Unmap().WithZone("")
+	return netip.PrefixFrom(ip, ip.BitLen())
 }
 
 type sourceConn struct {
