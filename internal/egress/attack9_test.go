@@ -11,11 +11,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
 )
 
 // noDNS is a Dialer that resolves nothing (no packet leaves loopback):
@@ -43,10 +46,10 @@ func rawThrough(t *testing.T, f *proxyFixture, method, target string) (int, stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
 	if method == http.MethodConnect && resp.StatusCode == 200 {
-		return 200, ""
+		return 200, "" // the tunnel's bytes are no body
 	}
+	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
@@ -414,5 +417,154 @@ func TestAttack9SourceLimitIPv6Neighbours(t *testing.T) {
 	}
 	if len(got) != 2 || got[1] != "[fd00:10:244:1::6]:40000" || refused.Load() != 1 {
 		t.Fatalf("accepted %v, refused %d: want the greedy pod's first and its neighbour's", got, refused.Load())
+	}
+}
+
+// fakeDNS is a resolver answering from answers (name -> A/AAAA
+// addresses, one list per lookup in turn, the last kept), in memory: no
+// packet leaves the process.
+func fakeDNS(t *testing.T, answers map[string][][]netip.Addr) *net.Resolver {
+	var mu sync.Mutex
+	served := map[string]int{}
+	answer := func(q dnsmessage.Question) []netip.Addr {
+		mu.Lock()
+		defer mu.Unlock()
+		name := strings.TrimSuffix(q.Name.String(), ".")
+		lists := answers[name]
+		if len(lists) == 0 {
+			return nil
+		}
+		i := served[name+q.Type.String()]
+		served[name+q.Type.String()]++
+		if i >= len(lists) {
+			i = len(lists) - 1
+		}
+		var out []netip.Addr
+		for _, a := range lists[i] {
+			if a.Is4() == (q.Type == dnsmessage.TypeA) {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	return &net.Resolver{PreferGo: true, Dial: func(context.Context, string, string) (net.Conn, error) {
+		client, server := net.Pipe()
+		go func() {
+			defer server.Close()
+			for {
+				var l [2]byte
+				if _, err := io.ReadFull(server, l[:]); err != nil {
+					return
+				}
+				msg := make([]byte, int(l[0])<<8|int(l[1]))
+				if _, err := io.ReadFull(server, msg); err != nil {
+					return
+				}
+				var p dnsmessage.Parser
+				h, err := p.Start(msg)
+				if err != nil {
+					return
+				}
+				q, err := p.Question()
+				if err != nil {
+					return
+				}
+				b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionAvailable: true})
+				b.EnableCompression()
+				_ = b.StartQuestions()
+				_ = b.Question(q)
+				_ = b.StartAnswers()
+				addrs := answer(q)
+				for _, a := range addrs {
+					rh := dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET, TTL: 0}
+					if a.Is4() {
+						_ = b.AResource(rh, dnsmessage.AResource{A: a.As4()})
+					} else {
+						_ = b.AAAAResource(rh, dnsmessage.AAAAResource{AAAA: a.As16()})
+					}
+				}
+				out, err := b.Finish()
+				if err != nil {
+					return
+				}
+				if _, err := server.Write(append([]byte{byte(len(out) >> 8), byte(len(out))}, out...)); err != nil {
+					return
+				}
+			}
+		}()
+		return client, nil
+	}}
+}
+
+// TestAttack9HeldDNS (held up): names are decided, addresses are
+// checked at dial time after DNS, for every address tried: a name whose
+// answer holds a refused address next to an allowed one connects to the
+// allowed one only (and records it); a name that rebinds from an allowed
+// address to a refused one between two requests (or between a client's
+// own lookup and the proxy's) is refused at dial time with no
+// connection made; an IPv4-mapped AAAA is checked as the IPv4 address.
+// Here 127.0.0.1 is "allowed" and 127.0.0.2 stands for a forbidden
+// address (a listener on it counts what would have reached it).
+func TestAttack9HeldDNS(t *testing.T) {
+	good, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer good.Close()
+	_, port, _ := net.SplitHostPort(good.Addr().String())
+	bad, err := net.Listen("tcp", "127.0.0.2:"+port)
+	if err != nil {
+		t.Skip("no 127.0.0.2 listener:", err)
+	}
+	defer bad.Close()
+	var badHits atomic.Int32
+	go func() {
+		for {
+			c, err := bad.Accept()
+			if err != nil {
+				return
+			}
+			badHits.Add(1)
+			c.Close()
+		}
+	}()
+	go func() {
+		for {
+			c, err := good.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(io.Discard, c) }()
+		}
+	}()
+	ok, no := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	d := &Dialer{
+		AllowPrefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
+		Resolver: fakeDNS(t, map[string][][]netip.Addr{
+			"mixed.test":  {{no, ok}},
+			"rebind.test": {{ok}, {no}},
+			"mapped.test": {{netip.MustParseAddr("::ffff:127.0.0.2")}},
+		}),
+	}
+	f := newProxy(t, d)
+	if code, body := rawThrough(t, f, "CONNECT", "mixed.test:"+port); code != 200 {
+		t.Errorf("CONNECT mixed.test = %d %q, want 200 (to 127.0.0.1)", code, body)
+	}
+	if code, body := rawThrough(t, f, "CONNECT", "rebind.test:"+port); code != 200 {
+		t.Errorf("CONNECT rebind.test (first answer) = %d %q, want 200", code, body)
+	}
+	for _, target := range []string{"rebind.test:" + port, "mapped.test:" + port} {
+		if code, body := rawThrough(t, f, "CONNECT", target); code != http.StatusForbidden {
+			t.Errorf("CONNECT %s = %d %q, want 403 at dial time", target, code, body)
+		}
+	}
+	want := []Outcome{Outcome("c1=connected:" + good.Addr().String()), Outcome("c2=connected:" + good.Addr().String()),
+		"c3=refused:" + RuleInternal, "c4=refused:" + RuleInternal}
+	if got := f.completed(); !slices.Equal(got, want) {
+		t.Errorf("completed %v, want %v", got, want)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if n := badHits.Load(); n != 0 {
+		t.Errorf("the refused address was connected to %d times", n)
 	}
 }
