@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -566,5 +567,56 @@ func TestAttack9HeldDNS(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if n := badHits.Load(); n != 0 {
 		t.Errorf("the refused address was connected to %d times", n)
+	}
+}
+
+// TestAttack9HeldTunnelsLeaveNothing (held up): tunnels closed by the
+// client (after a half-close, or at once) and tunnels whose destination
+// hangs up leave no goroutine behind, and an agent's slots come back.
+func TestAttack9HeldTunnelsLeaveNothing(t *testing.T) {
+	ln := echoServer(t)
+	hangup, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hangup.Close()
+	go func() {
+		for {
+			c, err := hangup.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	f := newProxy(t, loopbackAllowed)
+	before := runtime.NumGoroutine()
+	for i := 0; i < 3*DefaultMaxPerCaller; i++ {
+		target := ln.Addr().String()
+		if i%3 == 2 {
+			target = hangup.Addr().String()
+		}
+		c, br := openTunnel(t, f.url.Host, target, goodKey)
+		switch i % 3 {
+		case 0:
+			if got, err := echoOnce(c, br, "x"); err != nil || got != "x\n" {
+				t.Fatalf("echo %q %v", got, err)
+			}
+			_ = c.(*net.TCPConn).CloseWrite()
+			_, _ = io.ReadAll(br)
+		case 2:
+			_ = c.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if _, err := io.ReadAll(br); err != nil {
+				t.Fatalf("a tunnel whose destination hung up: %v", err)
+			}
+		}
+		c.Close()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before+4 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before+4 {
+		t.Errorf("%d goroutines, %d before the tunnels", n, before)
 	}
 }
