@@ -620,3 +620,57 @@ func TestAttack9HeldTunnelsLeaveNothing(t *testing.T) {
 		t.Errorf("%d goroutines, %d before the tunnels", n, before)
 	}
 }
+
+// TestAttack9TunnelUnrecordedOutcome: a tunnel's outcome (the address
+// dialled) is recorded before its bytes flow, but when Complete failed
+// (the signer handed over, the run closed in between) the error was
+// only logged and the tunnel carried bytes all the same, the run saying
+// "allowed" and never where to. Unrecorded, it is refused (503).
+func TestAttack9TunnelUnrecordedOutcome(t *testing.T) {
+	var got atomic.Int32
+	up, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer up.Close()
+	go func() {
+		for {
+			c, err := up.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				n, _ := io.Copy(io.Discard, c)
+				got.Add(int32(n))
+			}()
+		}
+	}()
+	p := &Proxy{Dialer: loopbackAllowed,
+		Authenticate: func(*http.Request) (Caller, error) { return Caller{Run: "r1"}, nil },
+		Decide:       func(context.Context, Caller, Request) (Decision, error) { return Decision{Allow: true, CallID: "c1"}, nil },
+		Complete: func(context.Context, Caller, Decision, Outcome) error {
+			return errors.New("no signer on this replica")
+		},
+	}
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	target := up.Addr().String()
+	fmt.Fprintf(conn, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\nunrecorded bytes", target, target)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: http.MethodConnect})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.WriteString(conn, "more")
+	time.Sleep(100 * time.Millisecond)
+	conn.Close()
+	time.Sleep(100 * time.Millisecond)
+	if resp.StatusCode != http.StatusServiceUnavailable || got.Load() != 0 {
+		t.Fatalf("CONNECT = %d, %d bytes reached the destination: want 503 and none", resp.StatusCode, got.Load())
+	}
+}
