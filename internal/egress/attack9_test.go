@@ -648,7 +648,9 @@ func TestAttack9TunnelUnrecordedOutcome(t *testing.T) {
 	}()
 	p := &Proxy{Dialer: loopbackAllowed,
 		Authenticate: func(*http.Request) (Caller, error) { return Caller{Run: "r1"}, nil },
-		Decide:       func(context.Context, Caller, Request) (Decision, error) { return Decision{Allow: true, CallID: "c1"}, nil },
+		Decide: func(context.Context, Caller, Request) (Decision, error) {
+			return Decision{Allow: true, CallID: "c1"}, nil
+		},
 		Complete: func(context.Context, Caller, Decision, Outcome) error {
 			return errors.New("no signer on this replica")
 		},

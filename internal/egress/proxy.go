@@ -80,7 +80,8 @@ var ErrCaller = errors.New("egress: caller refused")
 //   - 429 "too many open connections" when the caller's agent has
 //     MaxPerCaller requests and tunnels open;
 //   - 502 when the destination cannot be reached; 503 when Decide fails
-//     (custody cannot check, so it refuses).
+//     (custody cannot check, so it refuses) or Complete cannot record
+//     a tunnel's outcome.
 type Proxy struct {
 	// Authenticate maps a request's Proxy-Authorization to a caller.
 	// Required.
@@ -89,7 +90,8 @@ type Proxy struct {
 	Decide func(ctx context.Context, c Caller, req Request) (Decision, error)
 	// Complete, if set, records the outcome of an allowed request, once,
 	// when it is known (before a tunnel's bytes flow, after a plain
-	// request's response header). Its error is logged.
+	// request's response header). Its error is logged; a tunnel whose
+	// outcome it did not record is refused (503) before any byte flows.
 	Complete func(ctx context.Context, c Caller, d Decision, o Outcome) error
 	// Dialer dials allowed destinations. Default: a zero Dialer.
 	Dialer *Dialer
@@ -214,13 +216,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		refuse(w, http.StatusForbidden, "destination refused: "+strings.Join(dec.RuleIDs, ","))
 		return
 	}
-	done := func(o Outcome) {
+	done := func(o Outcome) error {
 		if p.Complete == nil {
-			return
+			return nil
 		}
-		if err := p.Complete(context.WithoutCancel(r.Context()), caller, dec, o); err != nil {
+		err := p.Complete(context.WithoutCancel(r.Context()), caller, dec, o)
+		if err != nil {
 			p.log().Warn("egress outcome not recorded", "tenant", caller.Identity.Tenant, "agent", caller.Identity.Agent, "call_id", dec.CallID, "err", err)
 		}
+		return err
 	}
 	if r.Method == http.MethodConnect {
 		p.tunnel(w, r, req, done)
@@ -331,25 +335,30 @@ func splitPort(hostport string, def int) (string, int, error) {
 
 // dialRefusal answers a failed dial: 403 for the dial-time check, 502
 // otherwise.
-func (p *Proxy) dialRefusal(w http.ResponseWriter, req Request, err error, done func(Outcome)) {
+func (p *Proxy) dialRefusal(w http.ResponseWriter, req Request, err error, done func(Outcome) error) {
 	var de *DeniedError
 	if errors.As(err, &de) {
 		p.log().Info("egress refused at dial time", "host", req.Host, "addr", de.Addr, "kind", de.Kind, "rule", de.Rule)
-		done(Outcome("refused:" + de.Rule))
+		_ = done(Outcome("refused:" + de.Rule))
 		refuse(w, http.StatusForbidden, "destination refused: "+de.Rule)
 		return
 	}
-	done("unreachable")
+	_ = done("unreachable")
 	refuse(w, http.StatusBadGateway, "destination unreachable")
 }
 
-func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, req Request, done func(Outcome)) {
+func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, req Request, done func(Outcome) error) {
 	up, err := p.dialer().DialContext(r.Context(), "tcp", net.JoinHostPort(req.Host, strconv.Itoa(req.Port)))
 	if err != nil {
 		p.dialRefusal(w, req, err, done)
 		return
 	}
-	done(addrOutcome("connected", up.RemoteAddr()))
+	if err := done(addrOutcome("connected", up.RemoteAddr())); err != nil {
+		// No byte flows that the run does not say where it went.
+		up.Close()
+		refuse(w, http.StatusServiceUnavailable, "egress outcome not recorded")
+		return
+	}
 	rc := http.NewResponseController(w)
 	w.WriteHeader(http.StatusOK)
 	if err := rc.Flush(); err != nil {
@@ -399,7 +408,7 @@ func removeHop(h http.Header) {
 	}
 }
 
-func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, done func(Outcome)) {
+func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, done func(Outcome) error) {
 	var remote net.Addr
 	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { remote = i.Conn.RemoteAddr() }}
 	// A request, its response streamed included, lives at most
@@ -422,7 +431,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, don
 		// Connected, so the request may have been delivered (the
 		// client hung up, or no response header came in time): not
 		// "unreachable".
-		done(addrOutcome("connected", remote))
+		_ = done(addrOutcome("connected", remote))
 		refuse(w, http.StatusBadGateway, "destination unreachable")
 		return
 	}
@@ -430,7 +439,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, don
 		p.dialRefusal(w, req, err, done)
 		return
 	}
-	done(addrOutcome("status:"+strconv.Itoa(resp.StatusCode), remote))
+	_ = done(addrOutcome("status:"+strconv.Itoa(resp.StatusCode), remote)) // the request is delivered: its answer is relayed
 	defer resp.Body.Close()
 	removeHop(resp.Header)
 	for k, vs := range resp.Header {
