@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"runtime"
 	"slices"
 	"strings"
@@ -674,5 +675,27 @@ func TestAttack9TunnelUnrecordedOutcome(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if resp.StatusCode != http.StatusServiceUnavailable || got.Load() != 0 {
 		t.Fatalf("CONNECT = %d, %d bytes reached the destination: want 503 and none", resp.StatusCode, got.Load())
+	}
+}
+
+// TestAttack9HeldURLRecordedAsSent (held up, documented): a plain-HTTP
+// request's URL is decided and recorded as it is sent: the path and
+// query the destination receives are the recorded ones, percent-encoding
+// and dot segments included (not normalized: a rule on a path is weak).
+func TestAttack9HeldURLRecordedAsSent(t *testing.T) {
+	var sent string
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sent = r.RequestURI }))
+	defer up.Close()
+	f := newProxy(t, loopbackAllowed)
+	for _, p := range []string{"/%61dmin/./x?q=%2F", "/a/../admin", "//admin", "/a%2Fb"} {
+		if code, body := rawThrough(t, f, "GET", up.URL+p); code != 200 {
+			t.Fatalf("GET %s = %d %q", p, code, body)
+		}
+		f.mu.Lock()
+		u, _ := url.Parse(f.asked[len(f.asked)-1].URL)
+		f.mu.Unlock()
+		if u.RequestURI() != sent {
+			t.Errorf("recorded %q, the destination got %q", u.RequestURI(), sent)
+		}
 	}
 }

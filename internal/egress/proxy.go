@@ -36,9 +36,13 @@ type Caller struct {
 // "CONNECT", no URL) or a plain-HTTP request (its method and absolute URL).
 type Request struct {
 	Method string
-	Host   string // as asked, without the port
+	Host   string // canonicalHost of what was asked, without the port
 	Port   int
-	URL    string // plain HTTP only
+	// URL is a plain-HTTP request's absolute URL, without user
+	// information, its host canonical, its path and query as sent: not
+	// normalized ("/%61dmin" and "/./admin" reach /admin on most
+	// servers), so a rule on a URL's path is weaker than one on Host.
+	URL string
 }
 
 // Decision is the answer to a Request. CallID is the decision's id
