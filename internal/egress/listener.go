@@ -14,15 +14,15 @@ import (
 const DefaultMaxConnsPerSource = 128
 
 // LimitBySource returns a listener that holds at most n open connections
-// per source address and closes, right after
-// accepting it, each connection over that cap. Proxy.MaxPerCaller counts
-// requests in progress per caller once authenticated; this bounds what
-// comes before (connections that never authenticate, or sit idle) per
-// pod. An IPv6 source is counted by its address too, not its /64: a
-// Kubernetes node's pods share one /64 (its pod CIDR), and a pod cannot
-// add addresses to its own. Behind SNAT, where many sandboxes share one
-// source address, raise n accordingly. refused, if not nil, is incremented per connection
-// closed. n must be positive.
+// per source address and closes, right after accepting it, each
+// connection over that cap. Proxy.MaxPerCaller counts requests in
+// progress per caller once authenticated; this bounds what comes before
+// (connections that never authenticate, or sit idle) per pod. An IPv6
+// source is counted by its address too, not its /64: a Kubernetes
+// node's pods share one /64 (its pod CIDR), and a pod cannot add
+// addresses to its own. Behind SNAT, where many sandboxes share one
+// source address, raise n accordingly. refused, if not nil, is
+// incremented per connection closed. n must be positive.
 func LimitBySource(ln net.Listener, n int, refused *atomic.Int64) net.Listener {
 	return &sourceLimited{Listener: ln, max: n, open: map[netip.Prefix]int{}, refused: refused}
 }

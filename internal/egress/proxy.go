@@ -246,8 +246,7 @@ func addrOutcome(prefix string, addr net.Addr) Outcome {
 }
 
 // destination reads what r asks for, the host a canonicalHost (a name
-// with an empty label is refused). The host
-// must be ASCII (a name in
+// with an empty label is refused). The host must be ASCII (a name in
 // its IDNA A-label form, or an IP literal): the HTTP transport would dial
 // a non-ASCII name's UTS 46 mapping, not the name the decision was about
 // ("ｌｏｃａｌｈｏｓｔ" is localhost). A plain-HTTP URL's user
