@@ -394,6 +394,11 @@ func (p *Proxy) tunnel(w http.ResponseWriter, r *http.Request, req Request, done
 	tcpfwd.Join(c, up)
 }
 
+// maxResponseHeader bounds a destination's response header (the
+// transport's own default is 10 MB, held per request): net/http's
+// default bound on a request's header, which custody's listeners apply.
+const maxResponseHeader = http.DefaultMaxHeaderBytes
+
 // hopHeaders are removed in both directions (RFC 9110 7.6.1), with
 // Proxy-Authorization: the custody key never leaves custody.
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
@@ -423,10 +428,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, don
 	out.Host = "" // the Host header is the URL's authority, as decided
 	removeHop(out.Header)
 	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           p.dialer().DialContext,
-		ResponseHeaderTimeout: 60 * time.Second,
-		DisableKeepAlives:     true,
+		Proxy:                  nil,
+		DialContext:            p.dialer().DialContext,
+		ResponseHeaderTimeout:  60 * time.Second,
+		MaxResponseHeaderBytes: maxResponseHeader,
+		DisableKeepAlives:      true,
 	}
 	defer tr.CloseIdleConnections()
 	resp, err := tr.RoundTrip(out)
