@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -736,5 +737,44 @@ func TestAttack9HugeResponseHeader(t *testing.T) {
 	code, _ := rawThrough(t, f, "GET", "http://"+ln.Addr().String()+"/x")
 	if code != http.StatusBadGateway {
 		t.Fatalf("a 2 MB response header: %d, want 502", code)
+	}
+}
+
+// TestAttack9TransportAddsGzip: the plain-HTTP transport asked the
+// destination for gzip on the agent's behalf (Accept-Encoding added to a
+// request without one) and inflated the answer itself: the request
+// forwarded was not the one decided and recorded, and a destination the
+// agent controls could make custody inflate a gzip bomb (10 MB to 10 GB,
+// on custody's CPU, shared with the signer and gateway) for each of its
+// requests. The proxy is transparent: it adds no Accept-Encoding and
+// relays what the destination sent.
+func TestAttack9TransportAddsGzip(t *testing.T) {
+	var sawAE atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sawAE.Store(r.Header.Get("Accept-Encoding"))
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = io.WriteString(zw, "inflated")
+		_ = zw.Close()
+	}))
+	defer up.Close()
+	f := newProxy(t, loopbackAllowed)
+	conn, err := net.Dial("tcp", f.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	auth := base64.StdEncoding.EncodeToString([]byte("r1:" + goodKey))
+	fmt.Fprintf(conn, "GET %s/x HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic %s\r\nConnection: close\r\n\r\n", up.URL, auth)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ae, _ := sawAE.Load().(string); ae != "" {
+		t.Errorf("the destination saw Accept-Encoding %q; the agent sent none", ae)
+	}
+	if ce := resp.Header.Get("Content-Encoding"); ce != "gzip" {
+		t.Errorf("the agent got Content-Encoding %q: custody inflated the body itself", ce)
 	}
 }
