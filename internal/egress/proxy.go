@@ -433,6 +433,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, don
 		ResponseHeaderTimeout:  60 * time.Second,
 		MaxResponseHeaderBytes: maxResponseHeader,
 		DisableKeepAlives:      true,
+		// Transparent: no Accept-Encoding the agent did not send, and
+		// the body relayed as sent (custody inflates nothing).
+		DisableCompression: true,
 	}
 	defer tr.CloseIdleConnections()
 	resp, err := tr.RoundTrip(out)
