@@ -778,3 +778,49 @@ func TestAttack9TransportAddsGzip(t *testing.T) {
 		t.Errorf("the agent got Content-Encoding %q: custody inflated the body itself", ce)
 	}
 }
+
+// TestAttack9HeldNoUpgrade (held up): a plain-HTTP request cannot become
+// a two-way channel the decision did not see: Upgrade and Connection are
+// removed before forwarding, and a destination answering 101 anyway
+// gets nothing the agent sends afterwards.
+func TestAttack9HeldNoUpgrade(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		br := bufio.NewReader(c)
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
+		}
+		if req.Header.Get("Upgrade") != "" {
+			got <- "Upgrade header forwarded"
+			return
+		}
+		_, _ = io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nhello")
+		_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+		b, _ := io.ReadAll(br)
+		got <- string(b)
+	}()
+	f := newProxy(t, loopbackAllowed)
+	conn, err := net.Dial("tcp", f.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	auth := base64.StdEncoding.EncodeToString([]byte("r1:" + goodKey))
+	fmt.Fprintf(conn, "GET http://%s/ws HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic %s\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", ln.Addr(), auth)
+	time.Sleep(100 * time.Millisecond)
+	_, _ = io.WriteString(conn, "agent bytes after the switch")
+	if s := <-got; s != "" {
+		t.Errorf("the destination got %q after its 101", s)
+	}
+}
