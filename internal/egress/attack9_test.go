@@ -824,3 +824,66 @@ func TestAttack9HeldNoUpgrade(t *testing.T) {
 		t.Errorf("the destination got %q after its 101", s)
 	}
 }
+
+// TestAttack9MethodCase: methods are case-sensitive (RFC 9110 9.1) and
+// args.method is what a rule sees, but servers differ: some read "post"
+// as POST, so a rule denying POST would miss it. A plain-HTTP method
+// with a lower-case letter is refused (400) before any decision.
+func TestAttack9MethodCase(t *testing.T) {
+	var got atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got.Store(r.Method) }))
+	defer up.Close()
+	f := newProxy(t, loopbackAllowed)
+	for _, m := range []string{"post", "Post", "gEt"} {
+		if code, body := rawThrough(t, f, m, up.URL+"/x"); code != http.StatusBadRequest {
+			t.Errorf("%s: %d %q, want 400", m, code, body)
+		}
+	}
+	if m, _ := got.Load().(string); m != "" {
+		t.Errorf("the destination got a %s", m)
+	}
+	f.mu.Lock()
+	n := len(f.asked)
+	f.mu.Unlock()
+	if n != 0 {
+		t.Errorf("%d decisions asked for refused methods", n)
+	}
+	for _, m := range []string{"POST", "PROPFIND", "M-SEARCH"} {
+		if code, body := rawThrough(t, f, m, up.URL+"/x"); code != 200 {
+			t.Errorf("%s: %d %q, want 200", m, code, body)
+		}
+	}
+}
+
+// TestAttack9NothingAdded: the proxy relays the request and the answer
+// as they are: no User-Agent the agent did not send (Go's transport
+// adds its own), no Content-Type the destination did not send (Go's
+// server sniffs one).
+func TestAttack9NothingAdded(t *testing.T) {
+	var ua atomic.Value
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ua.Store(r.Header.Values("User-Agent"))
+		w.Header()["Content-Type"] = nil // httptest's server must not sniff either
+		_, _ = io.WriteString(w, "<html><body>hello</body></html>")
+	}))
+	defer up.Close()
+	f := newProxy(t, loopbackAllowed)
+	conn, err := net.Dial("tcp", f.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	auth := base64.StdEncoding.EncodeToString([]byte("r1:" + goodKey))
+	fmt.Fprintf(conn, "GET %s/x HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic %s\r\nConnection: close\r\n\r\n", up.URL, auth)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if v, _ := ua.Load().([]string); len(v) != 0 {
+		t.Errorf("the destination saw User-Agent %q; the agent sent none", v)
+	}
+	if ct, ok := resp.Header["Content-Type"]; ok {
+		t.Errorf("the agent got Content-Type %q; the destination sent none", ct)
+	}
+}
