@@ -250,7 +250,8 @@ func addrOutcome(prefix string, addr net.Addr) Outcome {
 // its IDNA A-label form, or an IP literal): the HTTP transport would dial
 // a non-ASCII name's UTS 46 mapping, not the name the decision was about
 // ("ｌｏｃａｌｈｏｓｔ" is localhost). A plain-HTTP URL's user
-// information is dropped (neither decided on, recorded nor forwarded).
+// information is dropped (neither decided on, recorded nor forwarded),
+// and its method must be upper case.
 func destination(r *http.Request) (Request, error) {
 	if r.Method == http.MethodConnect {
 		host, port, err := splitPort(r.Host, 0)
@@ -267,6 +268,11 @@ func destination(r *http.Request) (Request, error) {
 	}
 	if !r.URL.IsAbs() || r.URL.Scheme != "http" || r.URL.Host == "" {
 		return Request{}, errors.New("want CONNECT host:port or an absolute http:// URL")
+	}
+	// Methods are case-sensitive, but some servers read "post" as POST,
+	// which a rule on args.method denying POST would not see.
+	if strings.ToUpper(r.Method) != r.Method {
+		return Request{}, errors.New("the method must be upper case")
 	}
 	host, port, err := splitPort(r.URL.Host, 80)
 	if err != nil {
@@ -427,6 +433,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, don
 	out.RequestURI = ""
 	out.Host = "" // the Host header is the URL's authority, as decided
 	removeHop(out.Header)
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = nil // present and empty: the transport adds none
+	}
 	tr := &http.Transport{
 		Proxy:                  nil,
 		DialContext:            p.dialer().DialContext,
@@ -458,6 +467,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, req Request, don
 		for _, v := range vs {
 			w.Header().Add(k, v)
 		}
+	}
+	if _, ok := resp.Header["Content-Type"]; !ok {
+		w.Header()["Content-Type"] = nil // present and empty: the server sniffs none
 	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
