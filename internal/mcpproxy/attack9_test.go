@@ -1,0 +1,208 @@
+package mcpproxy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentcustody/custody/internal/mcpproxy"
+	"github.com/agentcustody/custody/verify"
+)
+
+// upstreamCall is the method, tool name and raw arguments of a JSON-RPC
+// request body on its way to the upstream ("" when it is not one).
+func upstreamCall(body []byte) (method, tool string, args json.RawMessage) {
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Name      string          `json:"name"`
+			Arguments json.RawMessage `json:"arguments"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return "", "", nil
+	}
+	return msg.Method, msg.Params.Name, msg.Params.Arguments
+}
+
+// completion waits up to 5s for the call.completed of the last decided
+// call of tool in run.
+func (e *env) completion(run, tool string) *verify.Record {
+	e.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		recs := e.records(run)
+		if done := byCall(recs, lastDecided(recs, tool))[verify.TypeCallCompleted]; done != nil || time.Now().After(deadline) {
+			return done
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestAttack9CancelledCallRecordedAsRun: the sandbox cancels a tools/call
+// (notifications/cancelled, or it drops the request) once it has been
+// sent upstream. The upstream has run it (the side effect happened), but
+// the proxy's upstream exchange was bound to the sandbox's request, so it
+// was abandoned and recorded as outcome "error" with a commitment to an
+// "upstream_failed" refusal: a compromised agent could make every
+// allowed call it wanted hidden read as failed in the record. The
+// exchange must be carried to its end and the upstream's real result
+// recorded.
+func TestAttack9CancelledCallRecordedAsRun(t *testing.T) {
+	var ran sync.WaitGroup
+	ran.Add(1)
+	var once sync.Once
+	e := newEnv(t, func(o *mcpproxy.Options) {
+		o.Transport = rtFunc(func(r *http.Request) (*http.Response, error) {
+			var body []byte
+			if r.Body != nil {
+				body, _ = io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			resp, err := http.DefaultTransport.RoundTrip(r)
+			if m, tool, args := upstreamCall(body); err == nil && m == "tools/call" && tool == "echo" && strings.Contains(string(args), "transfer") {
+				// The upstream ran the call; its answer is slow to come back.
+				out, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				resp.Body = io.NopCloser(bytes.NewReader(out))
+				once.Do(ran.Done)
+				select {
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				case <-time.After(700 * time.Millisecond):
+				}
+			}
+			return resp, err
+		})
+	})
+	cs, run := e.mustConnect(e.key, "")
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "transfer"}})
+		errc <- err
+	}()
+	ran.Wait()
+	cancel()
+	<-errc
+	if got := e.up.callLog(); len(got) != 1 || got[0] != "echo" {
+		t.Fatalf("upstream calls = %v, want [echo]", got)
+	}
+	done := e.completion(run, "mcp__up__echo")
+	if done == nil || done.Body["outcome"] != "ok" {
+		t.Fatalf("the upstream ran echo, but its completion = %v, want outcome ok (the upstream's result)", done)
+	}
+}
+
+// TestAttack9ArgsCaseFoldCollision: {"text":"hi","TEXT":"secret"} has
+// no duplicate member, so the signer decides it on args.text == "hi"
+// (AGENTS-SECRET does not match: allow), while an upstream that binds
+// arguments case-insensitively, last member wins (Go encoding/json into
+// a struct, as mcp-go's BindArguments does; System.Text.Json with
+// case-insensitive names) runs echo with text "secret". Arguments with
+// member names equal under case folding, at any depth, must be refused
+// before anything is forwarded.
+func TestAttack9ArgsCaseFoldCollision(t *testing.T) {
+	var mu sync.Mutex
+	var sent []string
+	e := newEnv(t, func(o *mcpproxy.Options) {
+		o.Transport = rtFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Body != nil {
+				body, _ := io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				if m, _, args := upstreamCall(body); m == "tools/call" {
+					mu.Lock()
+					sent = append(sent, string(args))
+					mu.Unlock()
+				}
+			}
+			return http.DefaultTransport.RoundTrip(r)
+		})
+	})
+	cs, _ := e.mustConnect(e.key, "")
+	for _, args := range []string{
+		`{"text":"hi","TEXT":"secret"}`,
+		`{"text":"hi","Text":"secret"}`,
+		`{"text":"hi","te\u0058t":"secret"}`,
+		`{"n":{"k":1,"\u212a":2},"text":"x"}`, // KELVIN SIGN folds to k
+		`{"a":[{"text":"hi","tExt":"secret"}],"text":"y"}`,
+	} {
+		var v struct{ Text string }
+		if err := json.Unmarshal([]byte(args), &v); err == nil && v.Text == "secret" {
+			t.Logf("%s: a Go upstream binding into a struct reads text %q", args, v.Text)
+		}
+		r := call(t, cs, "echo", json.RawMessage(args))
+		if !r.IsError {
+			t.Errorf("%s: forwarded and answered %q, want a refusal", args, resultText(r))
+		}
+	}
+	mu.Lock()
+	if len(sent) != 0 {
+		t.Errorf("the upstream was sent tools/call with case-colliding argument names: %v", sent)
+	}
+	mu.Unlock()
+	// Distinct names are fine.
+	if r := call(t, cs, "huge", json.RawMessage(`{"n":3,"N2":{"k":1,"kk":2}}`)); r.IsError {
+		t.Errorf("distinct names refused: %q", resultText(r))
+	}
+}
+
+// TestAttack9UpstreamRedirectNotFollowed: the proxy's upstream client
+// followed HTTP redirects, and the credential is added by the transport
+// under the client, so it went with every hop: an upstream (or anything
+// on its path, e.g. an open redirect) answering 307 sent the tool call,
+// with the operator's credential, to another server (here another
+// tenant's upstream), recorded as a call of the declared one. Redirects
+// must not be followed.
+func TestAttack9UpstreamRedirectNotFollowed(t *testing.T) {
+	other := newUpstream(t, "upstream-secret-"+strings.Repeat("z", 16)) // another server, same secret so it would run the call
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(redirector.Close)
+	e := newEnv(t, func(o *mcpproxy.Options) {
+		cfg, err := mcpproxy.ParseConfig([]byte(`upstreams:
+  - name: up
+    url: ` + redirector.URL + `/mcp
+    tenants: [agents]
+    credential:
+      file: ` + o.Config.Upstreams[0].Credential.File + `
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Config = cfg
+	})
+	cs, run := e.mustConnect(e.key, "")
+	r := call(t, cs, "echo", map[string]any{"text": "x"})
+	if got := other.authLog(); len(got) != 0 {
+		t.Errorf("the redirect target got %d requests (with the credential: %v), want none", len(got), slicesContain(got, "Bearer "+other.secret))
+	}
+	if got := other.callLog(); len(got) != 0 {
+		t.Errorf("the redirect target ran %v", got)
+	}
+	if !r.IsError {
+		t.Errorf("echo through a redirecting upstream = %q, want an error result", resultText(r))
+	}
+	if done := e.completion(run, "mcp__up__echo"); done != nil && done.Body["outcome"] != "error" {
+		t.Errorf("completion = %v, want none or outcome error", done.Body)
+	}
+}
+
+func slicesContain(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
