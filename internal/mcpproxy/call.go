@@ -1,6 +1,7 @@
 package mcpproxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -110,6 +112,9 @@ func (s *session) callTool(ctx context.Context, req *mcp.CallToolRequest) (*mcp.
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
+	if foldCollision(args) {
+		return refusal("bad_request", "the arguments have member names equal but for case, which upstreams read differently: the call was not forwarded", nil), nil
+	}
 	name := SignerTool(up.Name, tool)
 	callID := newCallID()
 	log := p.log.With("server", up.Name, "tool", tool, "run", s.run, "call_id", callID)
@@ -160,8 +165,11 @@ func (s *session) forward(ctx context.Context, log logger, tool string, args jso
 		log.InfoContext(ctx, "mcp call for a tool the upstream does not list: not forwarded")
 		return refusal("tool_not_listed", fmt.Sprintf("tool %q is not in MCP server %s's tools/list; the call was not forwarded", tool, up.Name), nil), OutcomeError
 	}
+	// The exchange is not cut when the sandbox cancels or leaves: once
+	// sent, the call may have run upstream, and what is recorded is the
+	// upstream's answer (or CallTimeout), not the sandbox's departure.
 	var trip atomic.Bool
-	cctx, cancel := context.WithTimeout(context.WithValue(ctx, tripKey{}, &trip), p.opts.CallTimeout)
+	cctx, cancel := context.WithTimeout(context.WithValue(context.WithoutCancel(ctx), tripKey{}, &trip), p.opts.CallTimeout)
 	defer cancel()
 	res, err := cs.CallTool(cctx, &mcp.CallToolParams{Name: tool, Arguments: args})
 	var rpcErr *jsonrpc.Error
@@ -177,7 +185,7 @@ func (s *session) forward(ctx context.Context, log logger, tool string, args jso
 		log.WarnContext(ctx, "mcp upstream refused the call", "code", rpcErr.Code)
 		return refusal("upstream_error", fmt.Sprintf("MCP server %s refused the call (JSON-RPC error %d)", up.Name, rpcErr.Code),
 			map[string]any{"rpc_code": rpcErr.Code}), OutcomeError
-	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+	case errors.Is(err, context.DeadlineExceeded):
 		log.WarnContext(ctx, "mcp upstream call timed out", "timeout", p.opts.CallTimeout)
 		s.drop(cs)
 		return refusal("upstream_timeout", fmt.Sprintf("MCP server %s did not answer within %v", up.Name, p.opts.CallTimeout), nil), OutcomeError
@@ -265,4 +273,63 @@ func (s *session) signerRefusal(ctx context.Context, log logger, op string, err 
 		log.ErrorContext(ctx, "mcp call: signer failed", "op", op, "err", err)
 		return refusal("signer_unavailable", "the signer could not decide the call ("+signer.ErrorCode(err)+"): the call was not forwarded", nil)
 	}
+}
+
+// foldCollision reports whether an object in args (at any depth) has two
+// member names equal under Unicode case folding ({"text":..,"TEXT":..}),
+// or args is not JSON. The signer decides on the exact names, while an
+// upstream that binds names case-insensitively, the last one winning (Go
+// encoding/json into a struct, System.Text.Json's case-insensitive
+// option), would run the call with the other member's value.
+func foldCollision(args []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(args))
+	collide, err := foldValue(dec)
+	return collide || err != nil
+}
+
+func foldValue(dec *json.Decoder) (bool, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return false, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]struct{}{}
+		for dec.More() {
+			k, err := dec.Token()
+			if err != nil {
+				return false, err
+			}
+			name, _ := k.(string)
+			f := strings.Map(foldRune, name)
+			if _, dup := seen[f]; dup {
+				return true, nil
+			}
+			seen[f] = struct{}{}
+			if c, err := foldValue(dec); c || err != nil {
+				return c, err
+			}
+		}
+	case json.Delim('['):
+		for dec.More() {
+			if c, err := foldValue(dec); c || err != nil {
+				return c, err
+			}
+		}
+	default:
+		return false, nil
+	}
+	_, err = dec.Token() // the closing delimiter
+	return false, err
+}
+
+// foldRune is the smallest rune of r's case-folding orbit (K, k and
+// KELVIN SIGN all give K), so that two names are equal under
+// strings.EqualFold exactly when their mapped forms are equal.
+func foldRune(r rune) rune {
+	m := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		m = min(m, f)
+	}
+	return m
 }

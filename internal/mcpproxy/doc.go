@@ -44,7 +44,8 @@
 // failure, and closed with the sandbox session. Each upstream request
 // carries the upstream's credential (read from its file when the
 // upstream session starts) and no custody key; the credential never
-// reaches the sandbox and is never logged. Each upstream exchange is
+// reaches the sandbox and is never logged. Redirects are not followed
+// (a failure). Each upstream exchange is
 // bounded by Options.CallTimeout (default 60s) and each response by
 // Options.MaxResultBytes (default 4 MiB) plus 64 KiB of envelope.
 // Only tools/list and tools/call are forwarded: custody's own server
@@ -82,13 +83,18 @@
 //     outcome "ok", or "error" when the upstream answered isError,
 //     failed, timed out, was unreachable, answered a JSON-RPC error or a
 //     malformed result, or a result over MaxResultBytes (the sandbox then
-//     gets an error result instead). Only a name the upstream's own
+//     gets an error result instead). A forwarded call is carried to its
+//     end (or CallTimeout) even when the sandbox cancels it or leaves, so
+//     that what is recorded is what the upstream answered. Only a name the upstream's own
 //     tools/list carries exactly is sent (listed once per session, again
 //     when a name is missing); any other spelling gets error result
 //     tool_not_listed, outcome "error", and never reaches the upstream.
 //
 // A tool the filter does not offer is refused before any decision
-// (error result tool_not_offered, not recorded). A signer failure
+// (error result tool_not_offered, not recorded), and so are arguments
+// with two member names in one object equal but for case (bad_request):
+// the signer decides on exact names, while some upstreams bind names
+// case-insensitively. A signer failure
 // refuses the call (fail closed): signer_unavailable, or run_refused
 // when the run is closed or not the caller's.
 //
@@ -98,8 +104,8 @@
 // apierror JSON body: {"error": code, "message": text, ...details}.
 // Codes: denied {call_id, tool, rule_ids}, approval_denied and
 // approval_timeout {call_id, tool, rule_ids, approval_id},
-// tool_not_offered, signer_unavailable, run_refused, bad_request (the
-// signer refused the tool name or arguments),
+// tool_not_offered, signer_unavailable, run_refused, bad_request (names
+// equal but for case, or the signer refused the tool name or arguments),
 // upstream_unavailable, upstream_timeout, upstream_failed,
 // upstream_error {rpc_code}, upstream_result_too_large {limit_bytes},
 // upstream_result_withheld (the result, or a tools/list answer, carries

@@ -98,7 +98,7 @@ func (s *session) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 	defer cancel()
 	cs, err := client.Connect(cctx, &mcp.StreamableClientTransport{
 		Endpoint:             up.URL,
-		HTTPClient:           &http.Client{Transport: t},
+		HTTPClient:           &http.Client{Transport: t, CheckRedirect: noRedirect},
 		MaxRetries:           -1,
 		DisableStandaloneSSE: true,
 		MaxEventSize:         int(p.opts.MaxResultBytes + envelopeBytes),
@@ -109,6 +109,12 @@ func (s *session) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 	s.cs = cs
 	return cs, nil
 }
+
+// noRedirect keeps the upstream client from following a redirect: the
+// transport adds the credential to every request, so a redirect would
+// carry it, and the call, to another server than the declared one. The
+// redirect is answered as the failure it is.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // leaks reports whether raw, an upstream answer on its way to the
 // sandbox, carries the upstream's credential in any of secretform.Forms (an
