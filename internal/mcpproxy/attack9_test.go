@@ -206,3 +206,103 @@ func slicesContain(s []string, v string) bool {
 	}
 	return false
 }
+
+// TestAttack9HeldSessionEndMidCall (held up): the sandbox ends its
+// session (DELETE) while an allowed call it made is on its way back
+// from the upstream, which has run it. The go-sdk's session close waits
+// for the calls under way before the proxy closes the upstream session
+// and the run, so the call's real outcome (ok) is recorded before
+// run.closing: the agent cannot choose what the record says of it.
+func TestAttack9HeldSessionEndMidCall(t *testing.T) {
+	var ran sync.WaitGroup
+	ran.Add(1)
+	var once sync.Once
+	e := newEnv(t, func(o *mcpproxy.Options) {
+		o.Transport = rtFunc(func(r *http.Request) (*http.Response, error) {
+			var body []byte
+			if r.Body != nil {
+				body, _ = io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			resp, err := http.DefaultTransport.RoundTrip(r)
+			if m, tool, _ := upstreamCall(body); err == nil && m == "tools/call" && tool == "echo" {
+				out, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				resp.Body = io.NopCloser(bytes.NewReader(out))
+				once.Do(ran.Done)
+				select {
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				case <-time.After(700 * time.Millisecond):
+				}
+			}
+			return resp, err
+		})
+	})
+	cs, run := e.mustConnect(e.key, "")
+	go cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "transfer"}})
+	ran.Wait()
+	cs.Close() // DELETE
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		info, err := e.s.Status(e.ctx, e.agent, run)
+		if err == nil && info.Closed {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s still open after the session ended: %+v, %v", run, info, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	recs := e.records(run)
+	id := lastDecided(recs, "mcp__up__echo")
+	c := byCall(recs, id)
+	if done := c[verify.TypeCallCompleted]; done == nil || done.Body["outcome"] != "ok" {
+		t.Fatalf("the upstream ran echo (%v), but its completion = %v, want outcome ok", e.up.callLog(), done)
+	}
+}
+
+// TestAttack9UpstreamErrorTextLogged: an upstream answering a JSON-RPC
+// error whose message echoes the request's Authorization header (the
+// connect, or tools/list) had that text logged at Warn: the credential
+// reached custody's log, which the package promises it never does
+// (tools/call's JSON-RPC errors were logged by code only). newEnv's
+// cleanup fails the test if a log line holds the credential.
+func TestAttack9UpstreamErrorTextLogged(t *testing.T) {
+	for _, method := range []string{"initialize", "tools/list"} {
+		t.Run(strings.ReplaceAll(method, "/", "_"), func(t *testing.T) {
+			e := newEnv(t, func(o *mcpproxy.Options) {
+				o.Transport = rtFunc(func(r *http.Request) (*http.Response, error) {
+					var body []byte
+					if r.Body != nil {
+						body, _ = io.ReadAll(r.Body)
+						r.Body = io.NopCloser(bytes.NewReader(body))
+					}
+					var msg struct {
+						ID json.RawMessage `json:"id"`
+					}
+					if m, _, _ := upstreamCall(body); m == method && json.Unmarshal(body, &msg) == nil {
+						text, _ := json.Marshal("bad request; you sent " + r.Header.Get("Authorization"))
+						out := `{"jsonrpc":"2.0","id":` + string(msg.ID) + `,"error":{"code":-32600,"message":` + string(text) + `}}`
+						h := http.Header{"Content-Type": {"application/json"}}
+						if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+							h.Set("Mcp-Session-Id", sid)
+						}
+						return &http.Response{StatusCode: http.StatusBadRequest, Header: h, Body: io.NopCloser(strings.NewReader(out)), Request: r}, nil
+					}
+					return http.DefaultTransport.RoundTrip(r)
+				})
+			})
+			cs, _ := e.mustConnect(e.key, "")
+			if _, err := cs.ListTools(t.Context(), nil); err == nil {
+				t.Error("tools/list succeeded")
+			} else if strings.Contains(err.Error(), e.up.secret) {
+				t.Errorf("the sandbox got the credential: %v", err)
+			}
+			r := call(t, cs, "echo", map[string]any{"text": "x"})
+			if strings.Contains(resultText(r), e.up.secret) {
+				t.Errorf("the sandbox got the credential: %s", resultText(r))
+			}
+		})
+	}
+}
