@@ -47,7 +47,7 @@ func (s *session) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mc
 	p, up := s.srv.p, s.srv.up
 	cs, err := s.upstream(ctx)
 	if err != nil {
-		p.log.WarnContext(ctx, "mcp upstream unreachable", "server", up.Name, "err", err)
+		p.log.WarnContext(ctx, "mcp upstream unreachable", "server", up.Name, "err", s.logErr(err))
 		return nil, listError("upstream MCP server unavailable")
 	}
 	params := &mcp.ListToolsParams{}
@@ -58,7 +58,7 @@ func (s *session) listTools(ctx context.Context, req *mcp.ListToolsRequest) (*mc
 	defer cancel()
 	res, err := cs.ListTools(cctx, params)
 	if err != nil {
-		p.log.WarnContext(ctx, "mcp upstream tools/list failed", "server", up.Name, "err", err)
+		p.log.WarnContext(ctx, "mcp upstream tools/list failed", "server", up.Name, "err", s.logErr(err))
 		s.drop(cs)
 		return nil, listError("upstream MCP server failed to list its tools")
 	}
@@ -153,13 +153,13 @@ func (s *session) forward(ctx context.Context, log logger, tool string, args jso
 	p, up := s.srv.p, s.srv.up
 	cs, err := s.upstream(ctx)
 	if err != nil {
-		log.WarnContext(ctx, "mcp upstream unreachable", "err", err)
+		log.WarnContext(ctx, "mcp upstream unreachable", "err", s.logErr(err))
 		return refusal("upstream_unavailable", fmt.Sprintf("MCP server %s is unavailable; the call was not completed", up.Name), nil), OutcomeError
 	}
 	// Only a name the upstream lists is forwarded (see session.lists).
 	switch listed, err := s.lists(ctx, tool); {
 	case err != nil:
-		log.WarnContext(ctx, "mcp upstream tools/list failed", "err", err)
+		log.WarnContext(ctx, "mcp upstream tools/list failed", "err", s.logErr(err))
 		return refusal("upstream_unavailable", fmt.Sprintf("MCP server %s is unavailable; the call was not completed", up.Name), nil), OutcomeError
 	case !listed:
 		log.InfoContext(ctx, "mcp call for a tool the upstream does not list: not forwarded")
@@ -190,7 +190,7 @@ func (s *session) forward(ctx context.Context, log logger, tool string, args jso
 		s.drop(cs)
 		return refusal("upstream_timeout", fmt.Sprintf("MCP server %s did not answer within %v", up.Name, p.opts.CallTimeout), nil), OutcomeError
 	case err != nil:
-		log.WarnContext(ctx, "mcp upstream call failed", "err", err)
+		log.WarnContext(ctx, "mcp upstream call failed", "err", s.logErr(err))
 		s.drop(cs)
 		return refusal("upstream_failed", fmt.Sprintf("MCP server %s failed or answered a malformed result", up.Name), nil), OutcomeError
 	case res == nil:

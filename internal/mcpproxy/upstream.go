@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentcustody/custody/internal/secretform"
@@ -108,6 +109,21 @@ func (s *session) upstream(ctx context.Context) (*mcp.ClientSession, error) {
 	}
 	s.cs = cs
 	return cs, nil
+}
+
+// logErr is an upstream exchange's error as it may be logged: a JSON-RPC
+// error by its code only (its message is the upstream's text, which may
+// echo the request's headers), any other error's text unless it carries
+// the upstream's credential (see session.leaks).
+func (s *session) logErr(err error) string {
+	var rpcErr *jsonrpc.Error
+	if errors.As(err, &rpcErr) {
+		return fmt.Sprintf("upstream JSON-RPC error %d", rpcErr.Code)
+	}
+	if msg := err.Error(); !s.leaks([]byte(msg)) {
+		return msg
+	}
+	return "(error text withheld: it carries the upstream credential)"
 }
 
 // noRedirect keeps the upstream client from following a redirect: the
