@@ -306,3 +306,62 @@ func TestAttack9UpstreamErrorTextLogged(t *testing.T) {
 		})
 	}
 }
+
+// TestAttack9ToolFilterSlash: the tools filter's globs are documented
+// as path.Match syntax where * is "any run of characters", and the
+// signer's policy globs match that way (mcp__up__* allows
+// mcp__up__delete_repo/force); but path.Match's * stops at '/', so
+// deny ["delete_*"] did not deny an upstream tool named
+// "delete_repo/force": it was offered, decided allow and run. A deny
+// glob must match such a name (and allow ["*"] offer it).
+func TestAttack9ToolFilterSlash(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "slashes", Version: "1"}, nil)
+	var mu sync.Mutex
+	var ran []string
+	for _, name := range []string{"delete_repo/force", "repo/read"} {
+		mcp.AddTool(srv, &mcp.Tool{Name: name}, func(ctx context.Context, req *mcp.CallToolRequest, a map[string]any) (*mcp.CallToolResult, any, error) {
+			mu.Lock()
+			ran = append(ran, name)
+			mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ran " + name}}}, nil, nil
+		})
+	}
+	up := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{JSONResponse: true}))
+	t.Cleanup(up.Close)
+	for _, filter := range []string{`deny: ["delete_*"]`, `allow: ["*"], deny: ["delete_*"]`} {
+		e := newEnv(t, func(o *mcpproxy.Options) {
+			cfg, err := mcpproxy.ParseConfig([]byte(`upstreams:
+  - name: up
+    url: ` + up.URL + `
+    tenants: [agents]
+    tools: {` + filter + `}
+`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			o.Config = cfg
+		})
+		cs, _ := e.mustConnect(e.key, "")
+		lt, err := cs.ListTools(t.Context(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tl := range lt.Tools {
+			names = append(names, tl.Name)
+		}
+		if len(names) != 1 || names[0] != "repo/read" {
+			t.Errorf("%s: tools/list = %v, want [repo/read]", filter, names)
+		}
+		if r := call(t, cs, "delete_repo/force", map[string]any{}); !r.IsError {
+			t.Errorf("%s: delete_repo/force = %q, want a refusal (deny delete_*)", filter, resultText(r))
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, n := range ran {
+		if n == "delete_repo/force" {
+			t.Errorf("the upstream ran %s, which the filter denies", n)
+		}
+	}
+}
