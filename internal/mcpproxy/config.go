@@ -55,7 +55,7 @@ type Credential struct {
 }
 
 // ToolFilter lists tool name globs (path.Match syntax: * any run of
-// characters, ? one, [a-z] a class). A tool is offered when it matches
+// characters, '/' included, ? one, [a-z] a class). A tool is offered when it matches
 // an allow glob (an empty Allow allows all) and no deny glob: deny wins.
 type ToolFilter struct {
 	Allow []string `json:"allow,omitempty"`
@@ -93,13 +93,17 @@ func (c *Credential) readSecret() (string, error) {
 	return v, nil
 }
 
-// offers reports whether f lets tool through (nil: every tool).
+// offers reports whether f lets tool through (nil: every tool). A name
+// holding NUL is never offered (globMatch uses NUL for '/').
 func (f *ToolFilter) offers(tool string) bool {
 	if f == nil {
 		return true
 	}
+	if strings.ContainsRune(tool, 0) {
+		return false
+	}
 	for _, g := range f.Deny {
-		if ok, _ := path.Match(g, tool); ok {
+		if globMatch(g, tool) {
 			return false
 		}
 	}
@@ -107,11 +111,21 @@ func (f *ToolFilter) offers(tool string) bool {
 		return true
 	}
 	for _, g := range f.Allow {
-		if ok, _ := path.Match(g, tool); ok {
+		if globMatch(g, tool) {
 			return true
 		}
 	}
 	return false
+}
+
+// globMatch is path.Match with '/' an ordinary character: * matches any
+// run of characters and ? any one, '/' included, as the signer's policy
+// globs do (path.Match's stop at '/', so deny ["delete_*"] would not
+// deny a tool named "delete_repo/force"). '/' is swapped for NUL on both
+// sides, which path.Match treats as any other character.
+func globMatch(g, name string) bool {
+	ok, _ := path.Match(strings.ReplaceAll(g, "/", "\x00"), strings.ReplaceAll(name, "/", "\x00"))
+	return ok
 }
 
 // reservedHeaders may not carry a credential: the transport sets them.
