@@ -365,3 +365,97 @@ func TestAttack9ToolFilterSlash(t *testing.T) {
 		}
 	}
 }
+
+// rawSession opens a sandbox session by hand and returns a function
+// posting one body in it (status and response body).
+func (e *env) rawSession(key string) (run string, post func(body string) (int, string)) {
+	e.t.Helper()
+	url := e.srv.URL + "/mcp/servers/up"
+	do := func(body, sid string) (*http.Response, string) {
+		req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	resp, b := do(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, "")
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		e.t.Fatalf("initialize = %d %s", resp.StatusCode, b)
+	}
+	do(`{"jsonrpc":"2.0","method":"notifications/initialized"}`, sid)
+	return resp.Header.Get(mcpproxy.RunHeader), func(body string) (int, string) {
+		resp, b := do(body, sid)
+		return resp.StatusCode, b
+	}
+}
+
+// TestAttack9HeldJSONRPCShapes (held up): odd JSON-RPC shapes in a
+// session: a batch mixing tools/call with others, a tools/call
+// notification (no id), duplicate "method", "params" and "name" members
+// (the last wins in the SDK as in any encoding/json reader), a method
+// in another case or with escapes, an id reused by concurrent calls.
+// Every message goes through the SDK's dispatch to the proxy's
+// middleware, the only code holding the upstream session, so whatever
+// the upstream ran was decided allow and recorded under its own name,
+// and the denied tool never ran.
+func TestAttack9HeldJSONRPCShapes(t *testing.T) {
+	e := newEnv(t, nil)
+	run, post := e.rawSession(e.key)
+	call := func(id, name, text string) string {
+		return `{"jsonrpc":"2.0",` + id + `"method":"tools/call","params":{"name":"` + name + `","arguments":{"text":"` + text + `"}}}`
+	}
+	bodies := []string{
+		`[` + call(`"id":2,`, "forbidden_tool", "a") + `,{"jsonrpc":"2.0","id":3,"method":"ping"}]`,
+		call("", "forbidden_tool", "b"),
+		`{"jsonrpc":"2.0","id":4,"method":"ping","method":"tools/call","params":{"name":"echo","arguments":{"text":"secret"}}}`,
+		`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}},"params":{"name":"forbidden_tool","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"echo","name":"forbidden_tool","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":7,"Method":"tools/call","params":{"name":"forbidden_tool","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":8,"method":"tools\u002fcall","params":{"name":"forbidden_tool","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":9,"method":"TOOLS/CALL","params":{"name":"forbidden_tool","arguments":{}}}`,
+		`{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"forbidden\u005ftool","arguments":{}}}`,
+	}
+	for _, b := range bodies {
+		st, out := post(b)
+		t.Logf("%.90s -> %d %.160s", b, st, out)
+	}
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			post(call(`"id":77,`, "echo", "dup"+string(rune('a'+i))))
+		}()
+	}
+	wg.Wait()
+	time.Sleep(300 * time.Millisecond) // notifications are answered before they run
+	ranEcho := 0
+	for _, c := range e.up.callLog() {
+		switch c {
+		case "forbidden_tool":
+			t.Errorf("the upstream ran forbidden_tool: %v", e.up.callLog())
+		case "echo":
+			ranEcho++
+		}
+	}
+	allowed := 0
+	for _, r := range e.records(run) {
+		if r.Type == verify.TypeCallDecided && r.Body["tool"] == "mcp__up__echo" && r.Body["effect"] == "allow" {
+			allowed++
+		}
+	}
+	if ranEcho > allowed {
+		t.Errorf("the upstream ran echo %d times, %d decided allow", ranEcho, allowed)
+	}
+}
