@@ -459,3 +459,52 @@ func TestAttack9HeldJSONRPCShapes(t *testing.T) {
 		t.Errorf("the upstream ran echo %d times, %d decided allow", ranEcho, allowed)
 	}
 }
+
+// TestAttack9MaxSessionsRace: MaxSessions was checked by counting the
+// agent's live sessions, and the new one joined them only after the
+// signer registered its run, so concurrent initializes all passed the
+// check: an agent could open any number of sessions (each a registered
+// run and an upstream session), not MaxSessions.
+func TestAttack9MaxSessionsRace(t *testing.T) {
+	e := newEnv(t, func(o *mcpproxy.Options) { o.MaxSessions = 2 })
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	var mu sync.Mutex
+	var sids []string
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", e.srv.URL+"/mcp/servers/up", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", "Bearer "+e.key)
+			<-start
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if sid := resp.Header.Get("Mcp-Session-Id"); resp.StatusCode == 200 && sid != "" {
+				mu.Lock()
+				sids = append(sids, sid)
+				mu.Unlock()
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for _, sid := range sids {
+		del, _ := http.NewRequest("DELETE", e.srv.URL+"/mcp/servers/up", nil)
+		del.Header.Set("Mcp-Session-Id", sid)
+		del.Header.Set("Authorization", "Bearer "+e.key)
+		if r, err := http.DefaultClient.Do(del); err == nil {
+			r.Body.Close()
+		}
+	}
+	if len(sids) > 2 {
+		t.Errorf("%d concurrent sessions opened, MaxSessions 2", len(sids))
+	}
+}
