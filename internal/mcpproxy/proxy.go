@@ -98,9 +98,10 @@ type Proxy struct {
 	rec     Recorder
 	servers map[string]*server
 
-	mu     sync.Mutex
-	live   map[*session]struct{}
-	closed bool
+	mu       sync.Mutex
+	live     map[*session]struct{}
+	starting map[[2]string]int // sessions being started, by tenant and agent
+	closed   bool
 }
 
 // server is one upstream and the sandbox-facing handler for it.
@@ -150,7 +151,7 @@ func New(opts Options) (*Proxy, error) {
 		opts.Log = slog.Default()
 	}
 	p := &Proxy{opts: opts, log: opts.Log.With("service", "mcpproxy"), rec: opts.Recorder,
-		servers: map[string]*server{}, live: map[*session]struct{}{}}
+		servers: map[string]*server{}, live: map[*session]struct{}{}, starting: map[[2]string]int{}}
 	for _, u := range opts.Config.Upstreams {
 		srv := &server{p: p, up: u, tenants: map[string]bool{}, base: p.newMCPServer(u.Name)}
 		for _, t := range u.Tenants {
@@ -253,12 +254,18 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 // it returns the status, code and message to answer.
 func (srv *server) newSession(ctx context.Context, caller apikey.Identity, run string) (s *session, status int, code, msg string) {
 	p := srv.p
+	// The new session holds a place among the agent's sessions (starting)
+	// from the count on, so that concurrent initializes cannot all pass it.
+	agent := [2]string{caller.Tenant, caller.Agent}
 	p.mu.Lock()
-	closed, n := p.closed, 0
+	closed, n := p.closed, p.starting[agent]
 	for o := range p.live {
 		if o.caller.Tenant == caller.Tenant && o.caller.Agent == caller.Agent {
 			n++
 		}
+	}
+	if !closed && n < p.opts.MaxSessions {
+		p.starting[agent]++
 	}
 	p.mu.Unlock()
 	if closed {
@@ -267,6 +274,16 @@ func (srv *server) newSession(ctx context.Context, caller apikey.Identity, run s
 	if n >= p.opts.MaxSessions {
 		return nil, http.StatusTooManyRequests, "too_many_sessions", fmt.Sprintf("this agent has %d open MCP sessions; end one first", n)
 	}
+	defer func() {
+		p.mu.Lock()
+		if p.starting[agent]--; p.starting[agent] == 0 {
+			delete(p.starting, agent)
+		}
+		if s != nil {
+			p.live[s] = struct{}{}
+		}
+		p.mu.Unlock()
+	}()
 	own := run == ""
 	var info signer.RunInfo
 	var err error
@@ -294,9 +311,6 @@ func (srv *server) newSession(ctx context.Context, caller apikey.Identity, run s
 	s = &session{srv: srv, caller: caller, run: info.Run, ownRun: own}
 	s.mcp = p.newMCPServer(srv.up.Name)
 	s.mcp.AddReceivingMiddleware(s.middleware)
-	p.mu.Lock()
-	p.live[s] = struct{}{}
-	p.mu.Unlock()
 	p.log.InfoContext(ctx, "mcp session started", "server", srv.up.Name, "tenant", caller.Tenant,
 		"agent", caller.Agent, "session", caller.Session, "run", info.Run, "registered", own)
 	return s, 0, "", ""
