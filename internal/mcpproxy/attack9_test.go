@@ -508,3 +508,68 @@ func TestAttack9MaxSessionsRace(t *testing.T) {
 		t.Errorf("%d concurrent sessions opened, MaxSessions 2", len(sids))
 	}
 }
+
+// TestAttack9HeldCancelledListDuringCall (held up): the sandbox cancels
+// a tools/list while a call it made is under way; the failed list drops
+// (closes) the upstream session, which could have cut the call the
+// upstream had run and had it recorded as an error. The go-sdk client's
+// close lets the call under way finish: its real outcome is recorded.
+func TestAttack9HeldCancelledListDuringCall(t *testing.T) {
+	var ran, listing sync.WaitGroup
+	ran.Add(1)
+	listing.Add(1)
+	var onceRan, onceList sync.Once
+	var sentCall sync.Once
+	callSent := make(chan struct{})
+	e := newEnv(t, func(o *mcpproxy.Options) {
+		o.Transport = rtFunc(func(r *http.Request) (*http.Response, error) {
+			var body []byte
+			if r.Body != nil {
+				body, _ = io.ReadAll(r.Body)
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			m, tool, _ := upstreamCall(body)
+			select {
+			case <-callSent:
+				if m == "tools/list" { // a tools/list after the call: slow
+					onceList.Do(listing.Done)
+					select {
+					case <-r.Context().Done():
+						return nil, r.Context().Err()
+					case <-time.After(2 * time.Second):
+					}
+				}
+			default:
+			}
+			resp, err := http.DefaultTransport.RoundTrip(r)
+			if err == nil && m == "tools/call" && tool == "echo" {
+				out, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				resp.Body = io.NopCloser(bytes.NewReader(out))
+				sentCall.Do(func() { close(callSent) })
+				onceRan.Do(ran.Done)
+				select {
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				case <-time.After(time.Second):
+				}
+			}
+			return resp, err
+		})
+	})
+	cs, run := e.mustConnect(e.key, "")
+	errc := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "transfer"}})
+		errc <- err
+	}()
+	ran.Wait()
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { listing.Wait(); cancel() }()
+	cs.ListTools(ctx, nil)
+	<-errc
+	done := e.completion(run, "mcp__up__echo")
+	if done == nil || done.Body["outcome"] != "ok" {
+		t.Fatalf("the upstream ran echo, but its completion = %v, want outcome ok", done)
+	}
+}
