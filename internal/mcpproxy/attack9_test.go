@@ -14,7 +14,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/mcpproxy"
+	"github.com/agentcustody/custody/internal/signer"
 	"github.com/agentcustody/custody/verify"
 )
 
@@ -571,5 +573,63 @@ func TestAttack9HeldCancelledListDuringCall(t *testing.T) {
 	done := e.completion(run, "mcp__up__echo")
 	if done == nil || done.Body["outcome"] != "ok" {
 		t.Fatalf("the upstream ran echo, but its completion = %v, want outcome ok", done)
+	}
+}
+
+// slowRegister holds Register until release is closed.
+type slowRegister struct {
+	recorderFunc
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (r slowRegister) Register(ctx context.Context, c apikey.Identity) (signer.RunInfo, error) {
+	close(r.entered)
+	<-r.release
+	return r.recorderFunc.Register(ctx, c)
+}
+
+// TestAttack9SessionStartedAfterClose: Proxy.Close ends the sessions it
+// knows of and refuses later ones, but a session whose initialize was
+// past the closed check (its run being registered) when Close ran was
+// added afterwards and served: a live session, with an upstream session
+// and an open registered run, that no Close would end.
+func TestAttack9SessionStartedAfterClose(t *testing.T) {
+	slow := slowRegister{entered: make(chan struct{}), release: make(chan struct{})}
+	e := newEnv(t, func(o *mcpproxy.Options) {
+		slow.recorderFunc = o.Recorder.(recorderFunc)
+		o.Recorder = slow
+	})
+	type answer struct {
+		code int
+		run  string
+	}
+	got := make(chan answer, 1)
+	go func() {
+		body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+		req, _ := http.NewRequest("POST", e.srv.URL+"/mcp/servers/up", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+e.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- answer{}
+			return
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		got <- answer{resp.StatusCode, resp.Header.Get(mcpproxy.RunHeader)}
+	}()
+	<-slow.entered
+	e.proxy.Close()
+	close(slow.release)
+	a := <-got
+	if a.code == http.StatusOK {
+		t.Errorf("a session started while the proxy closed was served (run %s)", a.run)
+	}
+	if a.run != "" {
+		if info, err := e.s.Status(e.ctx, e.agent, a.run); err != nil || !info.Closed {
+			t.Errorf("run %s is still open after Proxy.Close: %+v, %v", a.run, info, err)
+		}
 	}
 }
