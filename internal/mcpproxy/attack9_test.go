@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -576,16 +577,20 @@ func TestAttack9HeldCancelledListDuringCall(t *testing.T) {
 	}
 }
 
-// slowRegister holds Register until release is closed.
+// slowRegister holds one Register, once hold is set, until release is
+// closed.
 type slowRegister struct {
 	recorderFunc
+	hold    atomic.Bool
 	entered chan struct{}
 	release chan struct{}
 }
 
-func (r slowRegister) Register(ctx context.Context, c apikey.Identity) (signer.RunInfo, error) {
-	close(r.entered)
-	<-r.release
+func (r *slowRegister) Register(ctx context.Context, c apikey.Identity) (signer.RunInfo, error) {
+	if r.hold.CompareAndSwap(true, false) {
+		close(r.entered)
+		<-r.release
+	}
 	return r.recorderFunc.Register(ctx, c)
 }
 
@@ -595,11 +600,13 @@ func (r slowRegister) Register(ctx context.Context, c apikey.Identity) (signer.R
 // added afterwards and served: a live session, with an upstream session
 // and an open registered run, that no Close would end.
 func TestAttack9SessionStartedAfterClose(t *testing.T) {
-	slow := slowRegister{entered: make(chan struct{}), release: make(chan struct{})}
+	slow := &slowRegister{entered: make(chan struct{}), release: make(chan struct{})}
 	e := newEnv(t, func(o *mcpproxy.Options) {
 		slow.recorderFunc = o.Recorder.(recorderFunc)
 		o.Recorder = slow
 	})
+	e.mustConnect(e.key, "")
+	slow.hold.Store(true)
 	type answer struct {
 		code int
 		run  string
