@@ -279,9 +279,6 @@ func (srv *server) newSession(ctx context.Context, caller apikey.Identity, run s
 		if p.starting[agent]--; p.starting[agent] == 0 {
 			delete(p.starting, agent)
 		}
-		if s != nil {
-			p.live[s] = struct{}{}
-		}
 		p.mu.Unlock()
 	}()
 	own := run == ""
@@ -311,6 +308,16 @@ func (srv *server) newSession(ctx context.Context, caller apikey.Identity, run s
 	s = &session{srv: srv, caller: caller, run: info.Run, ownRun: own}
 	s.mcp = p.newMCPServer(srv.up.Name)
 	s.mcp.AddReceivingMiddleware(s.middleware)
+	// Close may have run meanwhile: a session it did not see is refused.
+	p.mu.Lock()
+	if closed = p.closed; !closed {
+		p.live[s] = struct{}{}
+	}
+	p.mu.Unlock()
+	if closed {
+		s.end()
+		return nil, http.StatusServiceUnavailable, "unavailable", "custody is shutting down"
+	}
 	p.log.InfoContext(ctx, "mcp session started", "server", srv.up.Name, "tenant", caller.Tenant,
 		"agent", caller.Agent, "session", caller.Session, "run", info.Run, "registered", own)
 	return s, 0, "", ""
