@@ -640,3 +640,71 @@ func TestAttack9SessionStartedAfterClose(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack9HeldSessionAndPathCrossing (held up): another agent of the
+// tenant, or a key of another tenant, presenting an agent's
+// Mcp-Session-Id (POST tools/call, GET stream, DELETE) is refused
+// (go-sdk: the session's user is tenant/agent/session; the server's
+// tenants are checked on every request), and spellings of the server's
+// name (case, percent-encoding, trailing slash, encoded slash) do not
+// reach it for another tenant.
+func TestAttack9HeldSessionAndPathCrossing(t *testing.T) {
+	e := newEnv(t, nil)
+	_, post := e.rawSession(e.key)
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	send := func(method, path, key, sid, body string) int {
+		req, _ := http.NewRequest(method, e.srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+key)
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer cancel()
+		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode
+	}
+	req, _ := http.NewRequest("POST", e.srv.URL+"/mcp/servers/up", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+e.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	sid := resp.Header.Get("Mcp-Session-Id")
+	send("POST", "/mcp/servers/up", e.key, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	callBody := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"x"}}}`
+	for _, tc := range []struct {
+		name, method, key, body string
+		want                    int
+	}{
+		{"other agent POST", "POST", e.other, callBody, http.StatusForbidden},
+		{"other agent GET", "GET", e.other, "", http.StatusForbidden},
+		{"other agent DELETE", "DELETE", e.other, "", http.StatusForbidden},
+		{"other tenant POST", "POST", e.outsider, callBody, http.StatusNotFound},
+		{"other tenant DELETE", "DELETE", e.outsider, "", http.StatusNotFound},
+	} {
+		if got := send(tc.method, "/mcp/servers/up", tc.key, sid, tc.body); got != tc.want {
+			t.Errorf("%s = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	for _, path := range []string{"/mcp/servers/UP", "/mcp/servers/u%70", "/mcp/servers/up/", "/mcp/servers/up%2F", "/mcp/servers//up", "/mcp/servers/./up"} {
+		if got := send("POST", path, e.outsider, "", body); got == http.StatusOK {
+			t.Errorf("another tenant's initialize at %s = %d", path, got)
+		}
+	}
+	if got := e.up.callLog(); len(got) != 0 {
+		t.Errorf("the upstream ran %v", got)
+	}
+	// The owner's session still works.
+	if st, out := post(callBody); st != 200 || !strings.Contains(out, "echo: x") {
+		t.Errorf("owner's call = %d %.200s", st, out)
+	}
+}
