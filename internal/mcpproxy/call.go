@@ -283,6 +283,7 @@ func (s *session) signerRefusal(ctx context.Context, log logger, op string, err 
 // option), would run the call with the other member's value.
 func foldCollision(args []byte) bool {
 	dec := json.NewDecoder(bytes.NewReader(args))
+	dec.UseNumber() // a number is not converted (1e400 is the signer's to refuse)
 	collide, err := foldValue(dec)
 	return collide || err != nil
 }
