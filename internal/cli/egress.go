@@ -103,7 +103,7 @@ func newEgressProxy(keys *apikey.Service, gw *gateway.Gateway, current func() *s
 			if _, err := rand.Read(id[:]); err != nil {
 				return egress.Decision{}, err
 			}
-			callID := "egress-" + hex.EncodeToString(id[:])
+			callID := signer.EgressCallPrefix + hex.EncodeToString(id[:])
 			d, err := s.Decide(ctx, c.Identity, c.Run, signer.DecideRequest{CallID: callID, Tool: EgressTool, Args: raw})
 			if errors.Is(err, signer.ErrNotFound) || errors.Is(err, signer.ErrForbidden) {
 				return egress.Decision{}, fmt.Errorf("run %q: %w", c.Run, egress.ErrCaller)

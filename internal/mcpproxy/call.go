@@ -94,7 +94,7 @@ func refusal(code, msg string, details map[string]any) *mcp.CallToolResult {
 func newCallID() string {
 	var b [12]byte
 	rand.Read(b[:])
-	return "mcp-" + hex.EncodeToString(b[:])
+	return signer.MCPProxyCallPrefix + hex.EncodeToString(b[:])
 }
 
 // callTool decides the call in the session's run and forwards it only

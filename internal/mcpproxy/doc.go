@@ -67,7 +67,8 @@
 // A call of tool T on server S is decided as signer tool
 // "mcp__S__T" ([SignerTool], the name Claude Code gives MCP tools), with
 // the call's arguments as args ({} when absent), in the session's run,
-// under a fresh call id "mcp-<24 hex>". Then:
+// under a fresh call id "mcp-<24 hex>" (signer.MCPProxyCallPrefix: the
+// agent API refuses such ids, so only the proxy completes the call). Then:
 //
 //   - deny: an error result (isError) naming the rule ids, nothing
 //     forwarded (call.decided only);

@@ -40,12 +40,18 @@ func (s *Signer) Handler() http.Handler {
 		if err := decode(w, r, &req); err != nil {
 			return err
 		}
+		if err := agentCallID(req.CallID); err != nil {
+			return err
+		}
 		resp, err := s.Decide(r.Context(), c, r.PathValue("run"), req)
 		return reply(w, resp, err)
 	}))
 	mux.Handle("POST "+p+"/complete", s.route(func(w http.ResponseWriter, r *http.Request, c apikey.Identity) error {
 		var req CompleteRequest
 		if err := decode(w, r, &req); err != nil {
+			return err
+		}
+		if err := agentCallID(req.CallID); err != nil {
 			return err
 		}
 		resp, err := s.Complete(r.Context(), c, r.PathValue("run"), req)
@@ -73,6 +79,9 @@ func (s *Signer) Handler() http.Handler {
 	mux.Handle("POST "+p+"/approvals", s.route(func(w http.ResponseWriter, r *http.Request, c apikey.Identity) error {
 		var req ApprovalRequest
 		if err := decode(w, r, &req); err != nil {
+			return err
+		}
+		if err := agentCallID(req.CallID); err != nil {
 			return err
 		}
 		resp, err := s.RequestApproval(r.Context(), c, r.PathValue("run"), req)

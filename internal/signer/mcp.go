@@ -110,11 +110,17 @@ func (s *Signer) MCPHandler(verifyKey func(ctx context.Context, key string) (api
 		"the decision is signed and recorded in the run.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: closed}},
 		func(ctx context.Context, c apikey.Identity, a DecideArgs) (DecideResponse, error) {
+			if err := agentCallID(a.CallID); err != nil {
+				return DecideResponse{}, err
+			}
 			return s.Decide(ctx, c, a.Run, DecideRequest{CallID: a.CallID, Tool: a.Tool, Args: a.Args})
 		})
 	addSignerTool(server, &mcp.Tool{Name: "signer_complete", Description: "Record the outcome of a decided call.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: closed}},
 		func(ctx context.Context, c apikey.Identity, a CompleteArgs) (Appended, error) {
+			if err := agentCallID(a.CallID); err != nil {
+				return Appended{}, err
+			}
 			return s.Complete(ctx, c, a.Run, CompleteRequest{CallID: a.CallID, Outcome: a.Outcome})
 		})
 	addSignerTool(server, &mcp.Tool{Name: "signer_model_event", Description: "Record metadata about one model call (never its prompt or output).",
@@ -127,6 +133,9 @@ func (s *Signer) MCPHandler(verifyKey func(ctx context.Context, key string) (api
 		"bound to its exact tool and args.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: &no, OpenWorldHint: closed}},
 		func(ctx context.Context, c apikey.Identity, a RequestApprovalArgs) (ApprovalInfo, error) {
+			if err := agentCallID(a.CallID); err != nil {
+				return ApprovalInfo{}, err
+			}
 			return s.RequestApproval(ctx, c, a.Run, ApprovalRequest{CallID: a.CallID, Tool: a.Tool, Args: a.Args})
 		})
 	addSignerTool(server, &mcp.Tool{Name: "signer_wait_approval", Description: "Read an approval, waiting up to wait_seconds (at most 60) " +
