@@ -29,7 +29,7 @@ var (
 	// ErrNamespaceNotServed: the service account's namespace is not one
 	// of Options.Namespaces.
 	ErrNamespaceNotServed = fmt.Errorf("%w: namespace not served", ErrUnauthenticated)
-	ErrPodGone            = fmt.Errorf("%w: pod is gone, replaced or being deleted", ErrUnauthenticated)
+	ErrPodGone            = fmt.Errorf("%w: pod is gone, replaced, being deleted or terminated", ErrUnauthenticated)
 	// ErrServiceAccountGone: the token's service account is gone, being
 	// deleted, or was re-created (another UID than TokenReview
 	// status.user.uid).

@@ -13,7 +13,9 @@
 // keeps authenticating a deleted pod's bound token for a few seconds (its
 // own cache) and a gracefully deleted pod's token until deletionTimestamp
 // plus 60 s, so the pod is read live and refused when it is gone, has
-// another UID, or has a deletionTimestamp. The API server also caches a
+// another UID, has a deletionTimestamp, or has terminated (phase Failed
+// or Succeeded: such a pod's token still authenticates while its object
+// stays). The API server also caches a
 // successful TokenReview for 10 s (kube-apiserver TokenSuccessCacheTTL),
 // so a token of a service account that was deleted and re-created under
 // the same name still authenticates for that long: the ServiceAccount is
@@ -278,8 +280,10 @@ func (e *Exchanger) review(ctx context.Context, token, audience string) (reviewe
 	return u, nil
 }
 
-// livePod GETs the pod and checks it is the one the token is bound to and
-// is not being deleted.
+// livePod GETs the pod and checks it is the one the token is bound to, is
+// not being deleted and has not terminated: a Failed (evicted, for
+// example) or Succeeded pod never runs again, but its object stays (the
+// Sandbox keeps it) and the API server keeps authenticating its token.
 func (e *Exchanger) livePod(ctx context.Context, ns, name, uid string) (*corev1.Pod, error) {
 	pod, err := e.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -291,7 +295,7 @@ func (e *Exchanger) livePod(ctx context.Context, ns, name, uid string) (*corev1.
 	if string(pod.UID) != uid {
 		return nil, ErrPodGone
 	}
-	if pod.DeletionTimestamp != nil {
+	if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 		return nil, ErrPodGone
 	}
 	return pod, nil
@@ -320,7 +324,7 @@ func (e *Exchanger) liveServiceAccount(ctx context.Context, u reviewedUser) erro
 }
 
 // PodAlive reports whether the pod that id names (Tenant/Session with
-// PodUID) still exists and is not being deleted. Identities not attested
+// PodUID) still exists, is not being deleted and has not terminated. Identities not attested
 // by Kubernetes are reported alive (their leases must expire).
 func (e *Exchanger) PodAlive(ctx context.Context, id apikey.Identity) (bool, error) {
 	if id.Method != "kubernetes" || id.PodUID == "" {
