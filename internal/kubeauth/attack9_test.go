@@ -3,7 +3,10 @@ package kubeauth
 import (
 	"context"
 	"errors"
+	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -45,6 +48,83 @@ func TestAttack9TerminatedPodRefused(t *testing.T) {
 		w.pod.Status.Phase = phase
 		if _, err := w.exchanger(t).Authenticate(context.Background(), testToken); err != nil {
 			t.Errorf("Authenticate(token of a %q pod) = %v, want success", phase, err)
+		}
+	}
+}
+
+// TestAttack9HeldNonControllerSandboxRef: a pod whose only reference to
+// the Sandbox is not a controller reference (controller false or unset)
+// is not the Sandbox's pod.
+func TestAttack9HeldNonControllerSandboxRef(t *testing.T) {
+	for _, c := range []*bool{ptrBool(false), nil} {
+		w := goodWorld()
+		w.pod.OwnerReferences[0].Controller = c
+		if id, err := w.exchanger(t).Authenticate(context.Background(), testToken); !errors.Is(err, ErrNotSandbox) {
+			t.Errorf("Authenticate(controller=%v) = %+v, %v; want ErrNotSandbox", c, id, err)
+		}
+	}
+}
+
+// TestAttack9HeldHungReadFailsClosed: an API server that never answers
+// one of the concurrent reads (the claim GET here, or the service-account
+// GET while the chain succeeds) gives no key: the exchange ends with
+// ErrAPIServer (503) once CallTimeout passes, and no read outlives it.
+func TestAttack9HeldHungReadFailsClosed(t *testing.T) {
+	for _, hung := range []string{"sandboxclaims", "serviceaccounts", "pods"} {
+		t.Run(hung, func(t *testing.T) {
+			g := newGate(func(ctx context.Context, g *gate, res string) error {
+				if res == hung {
+					<-ctx.Done()
+					return ctx.Err()
+				}
+				return nil
+			})
+			ex := goodWorld().gated(t, g)
+			ex.callTO = 200 * time.Millisecond
+			start := time.Now()
+			id, err := ex.Authenticate(context.Background(), testToken)
+			if !errors.Is(err, ErrAPIServer) || errors.Is(err, ErrUnauthenticated) {
+				t.Fatalf("Authenticate() with a hung %s read = %+v, %v; want ErrAPIServer", hung, id, err)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Errorf("Authenticate() took %v, want about CallTimeout", d)
+			}
+			if r := Refusal(err); r.Status != http.StatusServiceUnavailable {
+				t.Errorf("Refusal(%v) = %+v, want 503", err, r)
+			}
+			if !g.wasCancelled(hung) {
+				t.Errorf("the hung %s read was not cancelled", hung)
+			}
+		})
+	}
+}
+
+// TestAttack9HeldRefusalsNeverCarryTheToken: neither the error (which the
+// handler logs) nor the refusal body of any refusal contains the token
+// or its signature.
+func TestAttack9HeldRefusalsNeverCarryTheToken(t *testing.T) {
+	sig := testToken[strings.LastIndexByte(testToken, '.')+1:]
+	mutations := []func(*world){
+		func(w *world) { w.review.Authenticated = false },
+		func(w *world) { w.review.Audiences = nil },
+		func(w *world) { w.pod = nil },
+		func(w *world) { w.sa = nil },
+		func(w *world) { w.claim = nil },
+		func(w *world) { w.reviewErr = errors.New("connection refused") },
+		func(w *world) { w.forbidden = map[string]bool{"pods": true} },
+	}
+	for i, m := range mutations {
+		w := goodWorld()
+		m(w)
+		_, err := w.exchanger(t).Authenticate(context.Background(), testToken+"\n")
+		if err == nil {
+			t.Fatalf("mutation %d: no refusal", i)
+		}
+		r := Refusal(err)
+		for _, s := range []string{err.Error(), r.Message, r.Code} {
+			if strings.Contains(s, sig) {
+				t.Errorf("mutation %d: %q carries the token", i, s)
+			}
 		}
 	}
 }
