@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // TestAttack9TerminatedPodRefused: a sandbox pod whose phase is Failed
@@ -126,5 +127,46 @@ func TestAttack9HeldRefusalsNeverCarryTheToken(t *testing.T) {
 				t.Errorf("mutation %d: %q carries the token", i, s)
 			}
 		}
+	}
+}
+
+// TestAttack9ExpiredClaimRefused: a SandboxClaim (spec.lifecycle) or
+// Sandbox (spec) whose shutdownTime has passed has expired: agent-sandbox
+// tears its pod down, but only when its controller gets to it (it may be
+// down, restarting or behind). Until then the pod is live and its token
+// authenticates; custody must not mint keys for an expired sandbox.
+func TestAttack9ExpiredClaimRefused(t *testing.T) {
+	past := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+	set := func(path ...string) func(w *world, v string) {
+		return func(w *world, v string) {
+			o := w.claim
+			if path[0] == "sandbox" {
+				o = w.sandbox
+			}
+			_ = unstructured.SetNestedField(o.Object, v, path[1:]...)
+		}
+	}
+	for name, f := range map[string]func(*world, string){
+		"claim":   set("claim", "spec", "lifecycle", "shutdownTime"),
+		"sandbox": set("sandbox", "spec", "shutdownTime"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := goodWorld()
+			f(w, past)
+			if id, err := w.exchanger(t).Authenticate(context.Background(), testToken); !errors.Is(err, ErrUnauthenticated) {
+				t.Errorf("Authenticate(%s shutdownTime passed) = %+v, %v; want a 401 refusal", name, id, err)
+			}
+			w = goodWorld()
+			f(w, "not a time")
+			if id, err := w.exchanger(t).Authenticate(context.Background(), testToken); !errors.Is(err, ErrUnauthenticated) {
+				t.Errorf("Authenticate(%s shutdownTime unreadable) = %+v, %v; want a 401 refusal", name, id, err)
+			}
+			w = goodWorld()
+			f(w, future)
+			if _, err := w.exchanger(t).Authenticate(context.Background(), testToken); err != nil {
+				t.Errorf("Authenticate(%s shutdownTime ahead) = %v, want success", name, err)
+			}
+		})
 	}
 }
