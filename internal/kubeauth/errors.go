@@ -40,6 +40,10 @@ var (
 	// tracks another pod, or the claim another Sandbox (a forged or stale
 	// owner reference).
 	ErrNotTracked = fmt.Errorf("%w: owner does not track this object", ErrUnauthenticated)
+	// ErrExpired: the Sandbox's spec.shutdownTime or the claim's
+	// spec.lifecycle.shutdownTime has passed (its pod may not be torn
+	// down yet).
+	ErrExpired = fmt.Errorf("%w: sandbox or claim has expired", ErrUnauthenticated)
 
 	// ErrNotClaimed: the Sandbox's controller is neither an agent-sandbox
 	// SandboxClaim nor a SandboxWarmPool (for example a SandboxClaim kind

@@ -2,6 +2,7 @@ package kubeauth
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,6 +32,8 @@ const SandboxPodNameAnnotation = "agents.x-k8s.io/pod-name"
 // somebody else's Sandbox (or SandboxClaim). Each hop is therefore checked
 // in both directions: the Sandbox must track this pod (by name), and the
 // claim must track this Sandbox (status.sandbox.name).
+//
+// A Sandbox or claim whose shutdownTime has passed gives ErrExpired.
 func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, error) {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil || refGroupKind(ref) != sandboxGK {
@@ -47,6 +50,9 @@ func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, err
 	if tracked != pod.Name {
 		return chain{}, ErrNotTracked
 	}
+	if expired(sb, "spec", "shutdownTime") {
+		return chain{}, ErrExpired
+	}
 	ref = metav1.GetControllerOf(sb)
 	switch {
 	case ref == nil || refGroupKind(ref) == warmPoolGK:
@@ -61,7 +67,30 @@ func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, err
 	if name, _, _ := unstructured.NestedString(claim.Object, "status", "sandbox", "name"); name != sb.GetName() {
 		return chain{}, ErrNotTracked
 	}
+	if expired(claim, "spec", "lifecycle", "shutdownTime") {
+		return chain{}, ErrExpired
+	}
 	return chain{sandbox: sb, claim: claim}, nil
+}
+
+// expired reports whether the shutdownTime at path in obj has passed: the
+// object has expired, though agent-sandbox's controller may not have torn
+// its pod down yet (it may be down or behind). A shutdownTime that is not
+// an RFC 3339 string counts as passed (the CRDs make it one).
+func expired(obj *unstructured.Unstructured, path ...string) bool {
+	v, found, err := unstructured.NestedFieldNoCopy(obj.Object, path...)
+	if err != nil {
+		return true
+	}
+	if !found || v == nil {
+		return false
+	}
+	s, ok := v.(string)
+	if !ok {
+		return true
+	}
+	at, err := time.Parse(time.RFC3339, s)
+	return err != nil || !time.Now().Before(at)
 }
 
 // getOwned GETs the owner that ref names and checks its UID and that it
