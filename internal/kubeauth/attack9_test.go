@@ -170,3 +170,23 @@ func TestAttack9ExpiredClaimRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestAttack9SuspendedSandboxRefused: a Sandbox whose spec.operatingMode
+// is Suspended is to have no pod; agent-sandbox's controller deletes it
+// when it gets to it. Until then the pod is live and its token
+// authenticates; custody must not mint keys for a suspended sandbox (nor
+// for a mode it does not know).
+func TestAttack9SuspendedSandboxRefused(t *testing.T) {
+	for _, mode := range []string{"Suspended", "Hibernated"} {
+		w := goodWorld()
+		_ = unstructured.SetNestedField(w.sandbox.Object, mode, "spec", "operatingMode")
+		if id, err := w.exchanger(t).Authenticate(context.Background(), testToken); !errors.Is(err, ErrUnauthenticated) {
+			t.Errorf("Authenticate(operatingMode %s) = %+v, %v; want a 401 refusal", mode, id, err)
+		}
+	}
+	w := goodWorld()
+	_ = unstructured.SetNestedField(w.sandbox.Object, "Running", "spec", "operatingMode")
+	if _, err := w.exchanger(t).Authenticate(context.Background(), testToken); err != nil {
+		t.Errorf("Authenticate(operatingMode Running) = %v, want success", err)
+	}
+}
