@@ -44,6 +44,9 @@ var (
 	// spec.lifecycle.shutdownTime has passed (its pod may not be torn
 	// down yet).
 	ErrExpired = fmt.Errorf("%w: sandbox or claim has expired", ErrUnauthenticated)
+	// ErrSuspended: the Sandbox's spec.operatingMode is Suspended (or
+	// another mode than Running): its pod is to be deleted.
+	ErrSuspended = fmt.Errorf("%w: sandbox is suspended", ErrUnauthenticated)
 
 	// ErrNotClaimed: the Sandbox's controller is neither an agent-sandbox
 	// SandboxClaim nor a SandboxWarmPool (for example a SandboxClaim kind

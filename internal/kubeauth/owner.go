@@ -33,7 +33,10 @@ const SandboxPodNameAnnotation = "agents.x-k8s.io/pod-name"
 // in both directions: the Sandbox must track this pod (by name), and the
 // claim must track this Sandbox (status.sandbox.name).
 //
-// A Sandbox or claim whose shutdownTime has passed gives ErrExpired.
+// A Sandbox or claim whose shutdownTime has passed gives ErrExpired; a
+// Sandbox whose spec.operatingMode is not Running (Suspended: its pod is
+// to be deleted) gives ErrSuspended. agent-sandbox's controller acts on
+// both only when it gets to it.
 func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, error) {
 	ref := metav1.GetControllerOf(pod)
 	if ref == nil || refGroupKind(ref) != sandboxGK {
@@ -52,6 +55,9 @@ func (e *Exchanger) ownerChain(ctx context.Context, pod *corev1.Pod) (chain, err
 	}
 	if expired(sb, "spec", "shutdownTime") {
 		return chain{}, ErrExpired
+	}
+	if mode, _, err := unstructured.NestedString(sb.Object, "spec", "operatingMode"); err != nil || (mode != "" && mode != "Running") {
+		return chain{}, ErrSuspended
 	}
 	ref = metav1.GetControllerOf(sb)
 	switch {
