@@ -3,13 +3,18 @@ package kubeauth
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/agentcustody/custody/internal/apikey"
 )
 
 // TestAttack9TerminatedPodRefused: a sandbox pod whose phase is Failed
@@ -188,5 +193,82 @@ func TestAttack9SuspendedSandboxRefused(t *testing.T) {
 	_ = unstructured.SetNestedField(w.sandbox.Object, "Running", "spec", "operatingMode")
 	if _, err := w.exchanger(t).Authenticate(context.Background(), testToken); err != nil {
 		t.Errorf("Authenticate(operatingMode Running) = %v, want success", err)
+	}
+}
+
+// attack9Store is an in-memory apikey.Store that counts inserts.
+type attack9Store struct {
+	mu   sync.Mutex
+	recs map[[32]byte]apikey.Record
+}
+
+func (s *attack9Store) InsertKey(_ context.Context, r apikey.Record) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recs[r.Hash] = r
+	return nil
+}
+
+func (s *attack9Store) LookupKey(_ context.Context, h [32]byte) (apikey.Record, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.recs[h]
+	if !ok {
+		return r, apikey.ErrNotFound
+	}
+	return r, nil
+}
+
+func (s *attack9Store) RevokeKey(context.Context, [32]byte, time.Time) error { return nil }
+func (s *attack9Store) RevokeAgentKeys(context.Context, string, string, time.Time) ([][32]byte, error) {
+	return nil, nil
+}
+func (s *attack9Store) DeleteExpiredKeys(context.Context, time.Time) (int64, error) { return 0, nil }
+
+// TestAttack9HeldExchangeEndpoint: through the HTTP exchange, every
+// refusal (terminated pod, expired claim, suspended Sandbox, foreign
+// audience, API server down) mints no key, answers fixed
+// text without the token, and only the intact chain gets a key.
+func TestAttack9HeldExchangeEndpoint(t *testing.T) {
+	past := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	cases := []struct {
+		name   string
+		mutate func(*world)
+		status int
+	}{
+		{"intact", func(*world) {}, 200},
+		{"evicted pod", func(w *world) { w.pod.Status.Phase = corev1.PodFailed }, 401},
+		{"expired claim", func(w *world) {
+			_ = unstructured.SetNestedField(w.claim.Object, past, "spec", "lifecycle", "shutdownTime")
+		}, 401},
+		{"suspended sandbox", func(w *world) {
+			_ = unstructured.SetNestedField(w.sandbox.Object, "Suspended", "spec", "operatingMode")
+		}, 401},
+		{"token for another audience", func(w *world) { w.review.Audiences = []string{"vault"} }, 401},
+		{"api server down", func(w *world) { w.reviewErr = errors.New("connection refused " + testToken) }, 503},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := goodWorld()
+			tc.mutate(w)
+			st := &attack9Store{recs: map[[32]byte]apikey.Record{}}
+			keys, err := apikey.New(apikey.Options{Store: st, Log: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := keys.ExchangeHandler(w.exchanger(t), Refusal, slog.New(slog.DiscardHandler), apikey.ExchangeLimits{})
+			rec := httptest.NewRecorder()
+			req := httptest.NewRequest("POST", "/v1/auth/kubernetes", strings.NewReader(`{"token":"`+testToken+`"}`))
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.status {
+				t.Fatalf("exchange = %d %s, want %d", rec.Code, rec.Body, tc.status)
+			}
+			if n := len(st.recs); (tc.status == 200) != (n == 1) || n > 1 {
+				t.Errorf("exchange stored %d keys", n)
+			}
+			if tc.status != 200 && (strings.Contains(rec.Body.String(), apikey.Prefix) || strings.Contains(rec.Body.String(), testToken[len(testToken)-40:])) {
+				t.Errorf("refusal body %s carries a key or the token", rec.Body)
+			}
+		})
 	}
 }
