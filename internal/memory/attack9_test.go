@@ -3,7 +3,7 @@ package memory_test
 import (
 	"context"
 	"encoding/json"
-
+	"net/http"
 	"testing"
 
 	"github.com/agentcustody/custody/internal/memory"
@@ -36,5 +36,42 @@ func TestAttack9MCPStatePutKeepsTheValue(t *testing.T) {
 	}
 	if string(st.Value) != value {
 		t.Errorf("stored state %s, want %s as sent", st.Value, value)
+	}
+}
+
+// TestAttack9UnpairedSurrogateRefused: a text, key or tag with an
+// unpaired surrogate escape (\ud800) was stored with U+FFFD in its place
+// (encoding/json replaces it silently), over HTTP and MCP alike: a text
+// other than the one sent, and two different keys that supersede each
+// other. It must be refused with a clear error and nothing stored.
+func TestAttack9UnpairedSurrogateRefused(t *testing.T) {
+	e := newEnv(t, memory.Options{})
+	key := e.key("agents", "run-1", "pod-a")
+	for _, body := range []string{
+		`{"kind":"fact","text":"a\ud800b"}`,
+		`{"kind":"fact","key":"\udfff","text":"x"}`,
+		`{"kind":"fact","text":"y","tags":["\ud83d"]}`,
+		`{"kind":"fact","text":"\ude00\ud83d"}`,
+	} {
+		r := e.do("POST", base+"/memories", key, body)
+		if r.status != http.StatusBadRequest || r.str("error") != "bad_request" {
+			t.Errorf("POST %s = %d %s, want 400 bad_request", body, r.status, r.raw)
+		}
+	}
+	cs, err := e.connect(context.Background(), key)
+	if err != nil {
+		t.Fatalf("Connect() = %v", err)
+	}
+	defer cs.Close()
+	msg := call(t, cs, "remember", map[string]any{"kind": "fact", "text": json.RawMessage(`"c\ud800d"`)}, nil)
+	if msg == "" || errorCode(t, msg) != "bad_request" {
+		t.Errorf("remember(c\\ud800d) = %q, want bad_request", msg)
+	}
+	if ms := e.memories("agents", "run-1"); len(ms) != 0 {
+		t.Errorf("stored %+v, want nothing", ms)
+	}
+	// A surrogate pair is one character, kept.
+	if r := e.do("POST", base+"/memories", key, `{"kind":"fact","text":"\ud83d\ude00"}`); r.status != http.StatusCreated {
+		t.Errorf("POST pair = %d %s, want 201", r.status, r.raw)
 	}
 }
