@@ -37,6 +37,13 @@ type Server struct {
 	// members win); its error refuses the call, as a refusal of the
 	// handler would be. Calls without arguments are not checked.
 	StrictArgs func(data []byte, v any) error
+	// RawArgs, if set with StrictArgs, gives each handler the In that
+	// StrictArgs read from the call's raw arguments, not the SDK's: the
+	// SDK decodes the arguments into map[string]any for its schema check
+	// and encodes them again, so a json.RawMessage argument would reach
+	// the handler with its numbers as float64 (12345678901234567890 as
+	// 12345678901234567000) and its members sorted.
+	RawArgs bool
 }
 
 // NewServer returns a server named name (e.g. "custody-memory") that
@@ -101,8 +108,12 @@ func Add[In, Out any](s *Server, tool *mcp.Tool, h func(context.Context, apikey.
 			return nil, zero, s.toolError(ctx, tool.Name, errNoKey)
 		}
 		if strict := s.StrictArgs; strict != nil && len(req.Params.Arguments) > 0 {
-			if err := strict(req.Params.Arguments, new(In)); err != nil {
+			raw := new(In)
+			if err := strict(req.Params.Arguments, raw); err != nil {
 				return nil, zero, s.toolError(ctx, tool.Name, err)
+			}
+			if s.RawArgs {
+				args = *raw
 			}
 		}
 		out, err := h(ctx, rec, args)

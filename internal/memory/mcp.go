@@ -110,6 +110,11 @@ type ReleaseResult struct {
 func (s *Service) MCPHandler(verify VerifyKeyFunc) http.Handler {
 	server := mcptool.NewServer("custody-memory", "Memories and working state of this agent, kept outside the sandbox.", s.log,
 		func(ctx context.Context, tool string, err error) []byte { return refusal(ctx, s.log, tool, err) })
+	// The handlers read the arguments as the client sent them, as strictly
+	// as HTTP bodies: a state is stored as written, not as the SDK
+	// re-encodes it.
+	server.StrictArgs = func(data []byte, v any) error { return decodeStrict(data, v, "of the tool's arguments") }
+	server.RawArgs = true
 	no, yes := false, true
 	closed := &no
 	addTool(server, &mcp.Tool{Name: "remember", Description: "Remember a text. Remembering the same kind, key and text again stores it once; " +
