@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/agentcustody/custody/internal/apierror"
 	"github.com/agentcustody/custody/internal/apikey"
 )
@@ -140,11 +142,15 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64, tooLarge erro
 }
 
 // decodeStrict decodes exactly one JSON object from b into v, refusing
-// unknown fields and invalid UTF-8 (which encoding/json would silently
-// replace).
+// unknown fields, invalid UTF-8 and unpaired surrogate escapes such as
+// \ud800 (which encoding/json would silently replace with U+FFFD), and
+// duplicate members.
 func decodeStrict(b []byte, v any, shape string) error {
 	if !utf8.Valid(b) {
 		return invalid("body must be valid UTF-8")
+	}
+	if !jsontext.Value(b).IsValid() {
+		return invalid(`body must be one JSON object %s, without duplicate members or unpaired surrogate escapes (\ud800)`, shape)
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
