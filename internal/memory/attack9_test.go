@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/agentcustody/custody/internal/memory"
 )
 
@@ -73,5 +75,50 @@ func TestAttack9UnpairedSurrogateRefused(t *testing.T) {
 	// A surrogate pair is one character, kept.
 	if r := e.do("POST", base+"/memories", key, `{"kind":"fact","text":"\ud83d\ude00"}`); r.status != http.StatusCreated {
 		t.Errorf("POST pair = %d %s, want 201", r.status, r.raw)
+	}
+}
+
+// TestAttack9MCPStateReadsTheValue: a state read with state_get,
+// state_lease or state_put is the stored value, as over HTTP. The MCP SDK
+// checks a tool's result against its output schema by decoding it into
+// map[string]any and encoding it again, which turned 12345678901234567890
+// into 12345678901234567000: an agent resuming over MCP read another
+// state than the one written. (The text content is checked: the Go
+// client decodes structured content into float64s itself.)
+func TestAttack9MCPStateReadsTheValue(t *testing.T) {
+	e := newEnv(t, memory.Options{})
+	ctx := context.Background()
+	key := e.key("agents", "run-1", "pod-a")
+	const value = `{"n":12345678901234567890,"z":[1.0,2e3],"a":"x"}`
+	if r := e.do("POST", base+"/state/plan/lease", key, ""); r.status != 200 {
+		t.Fatalf("lease = %d %s", r.status, r.raw)
+	}
+	if r := e.do("PUT", base+"/state/plan", key, value, "Lease-Epoch: 1", "If-Match: 0"); r.status != 200 {
+		t.Fatalf("put = %d %s", r.status, r.raw)
+	}
+	cs, err := e.connect(ctx, key)
+	if err != nil {
+		t.Fatalf("Connect() = %v", err)
+	}
+	defer cs.Close()
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"state_get", map[string]any{"name": "plan"}},
+		{"state_lease", map[string]any{"name": "plan"}},
+		{"state_put", map[string]any{"name": "plan", "epoch": 1, "if_match": "*", "state": json.RawMessage(value)}},
+	} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %+v", tc.tool, err, res)
+		}
+		text := res.Content[0].(*mcp.TextContent).Text
+		var out struct {
+			State json.RawMessage `json:"state"`
+		}
+		if err := json.Unmarshal([]byte(text), &out); err != nil || string(out.State) != value {
+			t.Errorf("%s result %s, want state %s", tc.tool, text, value)
+		}
 	}
 }
