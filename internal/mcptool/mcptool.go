@@ -37,13 +37,15 @@ type Server struct {
 	// members win); its error refuses the call, as a refusal of the
 	// handler would be. Calls without arguments are not checked.
 	StrictArgs func(data []byte, v any) error
-	// RawArgs, if set with StrictArgs, gives each handler the In that
-	// StrictArgs read from the call's raw arguments, not the SDK's: the
-	// SDK decodes the arguments into map[string]any for its schema check
-	// and encodes them again, so a json.RawMessage argument would reach
-	// the handler with its numbers as float64 (12345678901234567890 as
-	// 12345678901234567000) and its members sorted.
-	RawArgs bool
+	// Raw, if set with StrictArgs (before tools are added), gives each
+	// handler the In that StrictArgs reads from the call's arguments as
+	// sent (after the schema check), and sends its result as
+	// encoding/json encodes it. The SDK's typed tools decode both into
+	// map[string]any to check them against their schemas and encode them
+	// again, so a json.RawMessage in either would lose its numbers'
+	// precision (12345678901234567890 becomes 12345678901234567000) and
+	// its members' order.
+	Raw bool
 }
 
 // NewServer returns a server named name (e.g. "custody-memory") that
@@ -101,6 +103,10 @@ func Add[In, Out any](s *Server, tool *mcp.Tool, h func(context.Context, apikey.
 	if tool.OutputSchema == nil {
 		tool.OutputSchema = Schema[Out]()
 	}
+	if s.Raw {
+		addRaw(s, tool, h)
+		return
+	}
 	mcp.AddTool(s.mcp, tool, func(ctx context.Context, req *mcp.CallToolRequest, args In) (*mcp.CallToolResult, Out, error) {
 		var zero Out
 		rec, ok := mcpauth.Record(req)
@@ -108,12 +114,8 @@ func Add[In, Out any](s *Server, tool *mcp.Tool, h func(context.Context, apikey.
 			return nil, zero, s.toolError(ctx, tool.Name, errNoKey)
 		}
 		if strict := s.StrictArgs; strict != nil && len(req.Params.Arguments) > 0 {
-			raw := new(In)
-			if err := strict(req.Params.Arguments, raw); err != nil {
+			if err := strict(req.Params.Arguments, new(In)); err != nil {
 				return nil, zero, s.toolError(ctx, tool.Name, err)
-			}
-			if s.RawArgs {
-				args = *raw
 			}
 		}
 		out, err := h(ctx, rec, args)
@@ -121,6 +123,61 @@ func Add[In, Out any](s *Server, tool *mcp.Tool, h func(context.Context, apikey.
 			return nil, zero, s.toolError(ctx, tool.Name, err)
 		}
 		return nil, out, nil
+	})
+}
+
+// addRaw is Add for a Raw server: the tool is added with the SDK's
+// untyped API, which leaves the arguments and the result to it.
+func addRaw[In, Out any](s *Server, tool *mcp.Tool, h func(context.Context, apikey.Record, In) (Out, error)) {
+	if s.StrictArgs == nil {
+		panic("mcptool: a Raw server needs StrictArgs")
+	}
+	in, ok := tool.InputSchema.(*jsonschema.Schema)
+	if !ok {
+		panic(fmt.Sprintf("mcptool: tool %s: a Raw server needs a *jsonschema.Schema input schema", tool.Name))
+	}
+	resolved, err := in.Resolve(nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcptool: tool %s: input schema: %v", tool.Name, err))
+	}
+	s.mcp.AddTool(tool, func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var res mcp.CallToolResult
+		rec, ok := mcpauth.Record(req)
+		if !ok {
+			res.SetError(s.toolError(ctx, tool.Name, errNoKey))
+			return &res, nil
+		}
+		data := []byte(req.Params.Arguments)
+		if len(data) == 0 {
+			data = []byte("{}")
+		}
+		// The schema check reads a copy; the handler gets the arguments as sent.
+		var checked map[string]any
+		err := json.Unmarshal(data, &checked)
+		if err == nil {
+			err = resolved.Validate(checked)
+		}
+		if err != nil {
+			res.SetError(fmt.Errorf("validating \"arguments\": %v", err))
+			return &res, nil
+		}
+		var args In
+		if err := s.StrictArgs(data, &args); err != nil {
+			res.SetError(s.toolError(ctx, tool.Name, err))
+			return &res, nil
+		}
+		out, err := h(ctx, rec, args)
+		if err != nil {
+			res.SetError(s.toolError(ctx, tool.Name, err))
+			return &res, nil
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return nil, fmt.Errorf("marshaling output: %w", err)
+		}
+		res.StructuredContent = json.RawMessage(b)
+		res.Content = []mcp.Content{&mcp.TextContent{Text: string(b)}}
+		return &res, nil
 	})
 }
 

@@ -111,10 +111,10 @@ func (s *Service) MCPHandler(verify VerifyKeyFunc) http.Handler {
 	server := mcptool.NewServer("custody-memory", "Memories and working state of this agent, kept outside the sandbox.", s.log,
 		func(ctx context.Context, tool string, err error) []byte { return refusal(ctx, s.log, tool, err) })
 	// The handlers read the arguments as the client sent them, as strictly
-	// as HTTP bodies: a state is stored as written, not as the SDK
-	// re-encodes it.
+	// as HTTP bodies, and answer as the HTTP API does: a state is stored
+	// and read as written, not as the SDK would re-encode it.
 	server.StrictArgs = func(data []byte, v any) error { return decodeStrict(data, v, "of the tool's arguments") }
-	server.RawArgs = true
+	server.Raw = true
 	no, yes := false, true
 	closed := &no
 	addTool(server, &mcp.Tool{Name: "remember", Description: "Remember a text. Remembering the same kind, key and text again stores it once; " +
