@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"sync"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/memory"
 )
 
@@ -120,5 +122,103 @@ func TestAttack9MCPStateReadsTheValue(t *testing.T) {
 		if err := json.Unmarshal([]byte(text), &out); err != nil || string(out.State) != value {
 			t.Errorf("%s result %s, want state %s", tc.tool, text, value)
 		}
+	}
+}
+
+// TestAttack9RecreatedPodIsFenced: held. A pod re-created under the same
+// name (a new pod UID) takes the lease over from the old incarnation,
+// whose still-valid key can then neither write (with its epoch or the new
+// one), nor renew, nor release, over HTTP or MCP.
+func TestAttack9RecreatedPodIsFenced(t *testing.T) {
+	dead := map[string]bool{}
+	var mu sync.Mutex
+	e := newEnv(t, memory.Options{HolderAlive: func(_ context.Context, h apikey.Identity) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return !dead[h.PodUID], nil
+	}})
+	mint := func(uid string) string {
+		m, err := e.keys.Mint(context.Background(), apikey.Identity{Tenant: "agents", Agent: "run-1", Session: "pod-a",
+			Method: "kubernetes", PodUID: uid}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m.Key
+	}
+	old, fresh := mint("uid-1"), mint("uid-2")
+	if r := e.do("POST", base+"/state/plan/lease", old, ""); r.status != 200 || r.num("epoch") != 1 {
+		t.Fatalf("lease(old) = %d %s", r.status, r.raw)
+	}
+	if r := e.do("PUT", base+"/state/plan", old, `{"v":1}`, "Lease-Epoch: 1", "If-Match: 0"); r.status != 200 {
+		t.Fatalf("put(old) = %d %s", r.status, r.raw)
+	}
+	// The new incarnation is refused while the old one lives.
+	if r := e.do("POST", base+"/state/plan/lease", fresh, ""); r.status != 409 || r.str("error") != "lease_held" {
+		t.Fatalf("lease(fresh, old alive) = %d %s, want 409 lease_held", r.status, r.raw)
+	}
+	mu.Lock()
+	dead["uid-1"] = true
+	mu.Unlock()
+	if r := e.do("POST", base+"/state/plan/lease", fresh, ""); r.status != 200 || r.num("epoch") != 2 {
+		t.Fatalf("lease(fresh) = %d %s, want epoch 2", r.status, r.raw)
+	}
+	for _, epoch := range []string{"1", "2"} {
+		if r := e.do("PUT", base+"/state/plan", old, `{"v":"stale"}`, "Lease-Epoch: "+epoch, "If-Match: *"); r.status != 409 || r.str("error") != "lease_lost" {
+			t.Errorf("put(old, epoch %s) = %d %s, want 409 lease_lost", epoch, r.status, r.raw)
+		}
+		if r := e.do("DELETE", base+"/state/plan/lease", old, "", "Lease-Epoch: "+epoch); r.status != 409 {
+			t.Errorf("release(old, epoch %s) = %d %s, want 409", epoch, r.status, r.raw)
+		}
+	}
+	if r := e.do("POST", base+"/state/plan/lease", old, ""); r.status != 409 || r.str("error") != "lease_held" {
+		t.Errorf("lease(old) = %d %s, want 409 lease_held", r.status, r.raw)
+	}
+	cs, err := e.connect(context.Background(), old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if msg := call(t, cs, "state_put", map[string]any{"name": "plan", "epoch": 2, "if_match": "*", "state": "stale"}, nil); msg == "" || errorCode(t, msg) != "lease_lost" {
+		t.Errorf("state_put(old, epoch 2) = %q, want lease_lost", msg)
+	}
+	if r := e.do("PUT", base+"/state/plan", fresh, `{"v":2}`, "Lease-Epoch: 2", "If-Match: 1"); r.status != 200 {
+		t.Errorf("put(fresh) = %d %s", r.status, r.raw)
+	}
+}
+
+// TestAttack9MCPArgumentShapesRefused: held (with the memory tools Raw).
+// Arguments the schema does not allow, another namespace spelled in
+// another case, and duplicate members are refused, and nothing is stored.
+func TestAttack9MCPArgumentShapesRefused(t *testing.T) {
+	e := newEnv(t, memory.Options{})
+	key := e.key("agents", "run-1", "pod-a")
+	cs, err := e.connect(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	for name, args := range map[string]map[string]any{
+		"no kind":         {"text": "x"},
+		"kind a number":   {"kind": 5, "text": "x"},
+		"unknown member":  {"kind": "fact", "text": "x", "extra": true},
+		"Tenant":          {"kind": "fact", "text": "x", "Tenant": "other"},
+		"AGENT":           {"kind": "fact", "text": "x", "AGENT": "run-2"},
+		"tags not a list": {"kind": "fact", "text": "x", "tags": "a"},
+		"17 tags":         {"kind": "fact", "text": "x", "tags": []string{"1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15", "16", "17"}},
+	} {
+		if msg := call(t, cs, "remember", args, nil); msg == "" {
+			t.Errorf("remember(%s) succeeded, want a refusal", name)
+		}
+	}
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "remember",
+		Arguments: json.RawMessage(`{"kind":"fact","text":"x","text":"y"}`)})
+	if err != nil || !res.IsError {
+		t.Errorf("remember(duplicate text) = %v %+v, want a refusal", err, res)
+	}
+	if ms := e.memories("agents", "run-1"); len(ms) != 0 {
+		t.Errorf("stored %+v, want nothing", ms)
+	}
+	if r := e.do("POST", base+"/memories", key, `{"kind":"fact","text":"x","text":"y"}`); r.status != 400 {
+		t.Errorf("POST duplicate text = %d %s, want 400", r.status, r.raw)
 	}
 }
