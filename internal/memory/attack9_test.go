@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"testing"
 
@@ -220,5 +222,35 @@ func TestAttack9MCPArgumentShapesRefused(t *testing.T) {
 	}
 	if r := e.do("POST", base+"/memories", key, `{"kind":"fact","text":"x","text":"y"}`); r.status != 400 {
 		t.Errorf("POST duplicate text = %d %s, want 400", r.status, r.raw)
+	}
+}
+
+// TestAttack9RecallTermsBoundedAsSearched: recall refused a query of more
+// than 32 terms by counting its fields between white space, but the
+// stores search the fields between white space or control characters
+// (terms.Query), so "a\x01a\x01..." was one field here and up to 512
+// OR'd terms there: one such recall over 100 memories of 16 KiB held a
+// CPU for over two minutes in SQLite. It must be refused as the 33
+// space-separated terms are, over HTTP and MCP.
+func TestAttack9RecallTermsBoundedAsSearched(t *testing.T) {
+	e := newEnv(t, memory.Options{})
+	key := e.key("agents", "run-1", "pod-a")
+	q := strings.Repeat("a\x01", 40) + "b"
+	r := e.do("GET", base+"/memories?q="+url.QueryEscape(q), key, "")
+	if r.status != http.StatusBadRequest || r.str("error") != "bad_request" {
+		t.Errorf("GET memories?q=(41 terms between controls) = %d %s, want 400 bad_request", r.status, r.raw)
+	}
+	cs, err := e.connect(context.Background(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if msg := call(t, cs, "recall", map[string]any{"query": q}, nil); msg == "" || errorCode(t, msg) != "bad_request" {
+		t.Errorf("recall(41 terms between controls) = %q, want bad_request", msg)
+	}
+	// 32 terms, however separated, are searched.
+	q = strings.Repeat("a\x01", 16) + strings.Repeat("a ", 15) + "b"
+	if r := e.do("GET", base+"/memories?q="+url.QueryEscape(q), key, ""); r.status != http.StatusOK {
+		t.Errorf("GET memories?q=(32 terms) = %d %s, want 200", r.status, r.raw)
 	}
 }
