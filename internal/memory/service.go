@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/memory/terms"
 )
 
 // Limits on request fields.
@@ -120,7 +121,9 @@ func (s *Service) Recall(ctx context.Context, caller apikey.Identity, ns Namespa
 	if len(q.Text) > maxQueryBytes || !utf8.ValidString(q.Text) {
 		return nil, invalid("q must be valid UTF-8 of at most %d bytes", maxQueryBytes)
 	}
-	if len(strings.Fields(q.Text)) > maxQueryTerms {
+	// Counted as the stores search them: fields between white space or
+	// control characters.
+	if len(terms.Query(q.Text)) > maxQueryTerms {
 		return nil, invalid("q has more than %d terms", maxQueryTerms)
 	}
 	if q.Kind != "" && !kindRE.MatchString(q.Kind) {
