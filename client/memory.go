@@ -3,10 +3,12 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // Memory is one remembered item.
@@ -36,6 +38,12 @@ type Remembered struct {
 // optional key (a keyed memory supersedes its previous value).
 func (c *Client) Remember(ctx context.Context, kind, key, text string, tags ...string) (Remembered, error) {
 	var out Remembered
+	// encoding/json would send invalid UTF-8 as U+FFFD: a changed memory.
+	for _, s := range append([]string{kind, key, text}, tags...) {
+		if !utf8.ValidString(s) {
+			return out, errors.New("client: remember: kind, key, text and tags must be valid UTF-8")
+		}
+	}
 	body := map[string]any{"kind": kind, "text": text}
 	if key != "" {
 		body["key"] = key
