@@ -3,11 +3,13 @@ package memory_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -235,7 +237,11 @@ func TestAttack9MCPArgumentShapesRefused(t *testing.T) {
 func TestAttack9RecallTermsBoundedAsSearched(t *testing.T) {
 	e := newEnv(t, memory.Options{})
 	key := e.key("agents", "run-1", "pod-a")
-	q := strings.Repeat("a\x01", 40) + "b"
+	var q string
+	for i := range 40 {
+		q += fmt.Sprintf("a%d\x01", i)
+	}
+	q += "b"
 	r := e.do("GET", base+"/memories?q="+url.QueryEscape(q), key, "")
 	if r.status != http.StatusBadRequest || r.str("error") != "bad_request" {
 		t.Errorf("GET memories?q=(41 terms between controls) = %d %s, want 400 bad_request", r.status, r.raw)
@@ -249,8 +255,49 @@ func TestAttack9RecallTermsBoundedAsSearched(t *testing.T) {
 		t.Errorf("recall(41 terms between controls) = %q, want bad_request", msg)
 	}
 	// 32 terms, however separated, are searched.
-	q = strings.Repeat("a\x01", 16) + strings.Repeat("a ", 15) + "b"
+	q = ""
+	for i := range 31 {
+		q += fmt.Sprintf("a%d", i) + []string{"\x01", " "}[i%2]
+	}
+	q += "b"
 	if r := e.do("GET", base+"/memories?q="+url.QueryEscape(q), key, ""); r.status != http.StatusOK {
 		t.Errorf("GET memories?q=(32 terms) = %d %s, want 200", r.status, r.raw)
+	}
+}
+
+// TestAttack9RecallCostBounded: within the query limits a recall could
+// still hold a CPU for seconds: over 100 memories of "a a a ..." (16
+// KiB), the 24 phrases "a a-a ... a-a-...-a" took 6.2 s in SQLite (2,000
+// such memories, the recall cap, twenty times that), and 32 times "a"
+// 2.3 s (a repeated term is now searched once: terms.Query). A search
+// running over RecallTimeout is stopped and refused (400), so a
+// namespace's own memories cannot be made to tie up the server.
+func TestAttack9RecallCostBounded(t *testing.T) {
+	e := newEnv(t, memory.Options{RecallTimeout: time.Second})
+	key := e.key("agents", "run-1", "pod-a")
+	text := strings.Repeat("a ", 8000)
+	for i := range 100 {
+		body, _ := json.Marshal(map[string]any{"kind": "note", "text": fmt.Sprintf("%s%d", text, i)})
+		if r := e.do("POST", base+"/memories", key, string(body)); r.status != http.StatusCreated {
+			t.Fatalf("remember %d = %d %s", i, r.status, r.raw)
+		}
+	}
+	if r := e.do("POST", base+"/memories", key, `{"kind":"note","text":"b"}`); r.status != http.StatusCreated {
+		t.Fatalf("remember b = %d %s", r.status, r.raw)
+	}
+	var phrases []string
+	for n := 1; n <= 24; n++ {
+		phrases = append(phrases, strings.TrimSuffix(strings.Repeat("a-", n), "-"))
+	}
+	start := time.Now()
+	r := e.do("GET", base+"/memories?q="+url.QueryEscape(strings.Join(phrases, " ")), key, "")
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the recall took %v; the search was not stopped", d)
+	}
+	if r.status != http.StatusBadRequest || r.str("error") != "bad_request" {
+		t.Errorf("phrases of a = %d %s, want 400 bad_request", r.status, r.raw)
+	}
+	if r := e.do("GET", base+"/memories?q=b", key, ""); r.status != http.StatusOK {
+		t.Errorf("b = %d %s after the refusal, want 200", r.status, r.raw)
 	}
 }

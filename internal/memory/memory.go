@@ -438,6 +438,12 @@ type Options struct {
 	// MaxLeaseTTL is the longest lease a caller may ask for; longer
 	// requests are refused with [ErrInvalid]. Default 1 hour.
 	MaxLeaseTTL time.Duration
+	// RecallTimeout bounds one recall's search in the store; a search
+	// still running then is stopped and refused with [ErrInvalid]. Words
+	// that repeat throughout long memories, in many phrases, can take
+	// the store seconds of CPU per recall within the query limits.
+	// Default 2 s.
+	RecallTimeout time.Duration
 }
 
 // Service implements the memory operations over a [Store]. It is safe for
@@ -451,6 +457,7 @@ type Service struct {
 	maxState    int
 	defaultTTL  time.Duration
 	maxTTL      time.Duration
+	recallLimit time.Duration
 }
 
 // New validates opts, fills in defaults and returns a Service.
@@ -460,6 +467,12 @@ func New(opts Options) (*Service, error) {
 	}
 	if opts.MaxTextBytes < 0 || opts.MaxStateBytes < 0 {
 		return nil, fmt.Errorf("memory: negative size limit (text %d, state %d)", opts.MaxTextBytes, opts.MaxStateBytes)
+	}
+	if opts.RecallTimeout < 0 {
+		return nil, fmt.Errorf("memory: negative RecallTimeout %v", opts.RecallTimeout)
+	}
+	if opts.RecallTimeout == 0 {
+		opts.RecallTimeout = 2 * time.Second
 	}
 	if opts.DefaultLeaseTTL < 0 || opts.MaxLeaseTTL < 0 {
 		return nil, fmt.Errorf("memory: negative lease TTL (default %v, max %v)", opts.DefaultLeaseTTL, opts.MaxLeaseTTL)
@@ -494,5 +507,6 @@ func New(opts Options) (*Service, error) {
 		maxState:    opts.MaxStateBytes,
 		defaultTTL:  opts.DefaultLeaseTTL,
 		maxTTL:      opts.MaxLeaseTTL,
+		recallLimit: opts.RecallTimeout,
 	}, nil
 }

@@ -112,8 +112,9 @@ func (s *Service) Remember(ctx context.Context, caller apikey.Identity, ns Names
 
 // Recall returns memories of ns matching q. q.Limit 0 means 10; over 100
 // means 100. It fails with [ErrNamespaceMismatch], [ErrInvalid] (a query
-// over 1024 bytes or 32 terms, a bad kind, a negative limit), or a store
-// error. The result is never nil.
+// over 1024 bytes or 32 terms, a bad kind, a negative limit, a search
+// that ran over Options.RecallTimeout), or a store error. The result is
+// never nil.
 func (s *Service) Recall(ctx context.Context, caller apikey.Identity, ns Namespace, q Query) ([]Memory, error) {
 	if err := checkNamespace(caller, ns); err != nil {
 		return nil, err
@@ -137,7 +138,12 @@ func (s *Service) Recall(ctx context.Context, caller apikey.Identity, ns Namespa
 	case q.Limit > maxLimit:
 		q.Limit = maxLimit
 	}
-	ms, err := s.store.RecallMemories(ctx, ns, q)
+	sctx, cancel := context.WithTimeout(ctx, s.recallLimit)
+	defer cancel()
+	ms, err := s.store.RecallMemories(sctx, ns, q)
+	if err != nil && ctx.Err() == nil && errors.Is(sctx.Err(), context.DeadlineExceeded) {
+		return nil, invalid("the search took over %v and was stopped: use fewer words, or rarer ones", s.recallLimit)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("memory: recall: %w", err)
 	}

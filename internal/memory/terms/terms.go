@@ -193,13 +193,19 @@ func fold(r rune) string {
 
 // Query returns the terms of the query q, in order: its fields separated
 // by white space or control characters, without those that hold no
-// token. The result is nil if no term is left; such a query matches
-// nothing.
+// token and without a repeat of an earlier term's tokens ("a A a." is
+// one term: it matches the same memories, and a search's cost grows
+// with its terms, 32 times "a" taking seconds over long memories). The
+// result is nil if no term is left; such a query matches nothing.
 func Query(q string) []string {
 	fields := strings.FieldsFunc(q, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })
 	out := fields[:0]
+	seen := map[string]bool{}
 	for _, f := range fields {
-		if hasToken(f) {
+		toks := Tokens(f)
+		key := strings.Join(toks, " ")
+		if len(toks) > 0 && !seen[key] {
+			seen[key] = true
 			out = append(out, f)
 		}
 	}
@@ -208,8 +214,3 @@ func Query(q string) []string {
 	}
 	return out
 }
-
-// hasToken reports whether Tokens(s) is not empty. It is defined by
-// Tokens itself, so the two cannot disagree (a CJK symbol that Tokens
-// drops once counted here and built an empty tsquery group).
-func hasToken(s string) bool { return len(Tokens(s)) > 0 }

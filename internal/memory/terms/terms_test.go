@@ -77,6 +77,8 @@ func TestQuery(t *testing.T) {
 		{"punctuation only dropped", `*** () " -`, nil},
 		{"combining mark only dropped", "\u0301", nil},
 		{"empty", "   ", nil},
+		{"a repeat is one term", "a A a. b a-b A-B a", []string{"a", "b", "a-b"}},
+		{"the same tokens repeat", "café CAFE cafe", []string{"café"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
