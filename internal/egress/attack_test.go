@@ -298,17 +298,7 @@ func TestAttackEgressHostCaseAndDot(t *testing.T) {
 // status.
 func getThrough(t *testing.T, f *proxyFixture, target string) int {
 	t.Helper()
-	conn, err := net.Dial("tcp", f.url.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	auth := base64.StdEncoding.EncodeToString([]byte("r1:" + goodKey))
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nProxy-Authorization: Basic %s\r\nConnection: close\r\n\r\n", target, auth)
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := getResponse(t, f, target)
 	resp.Body.Close()
 	return resp.StatusCode
 }
