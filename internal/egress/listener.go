@@ -24,7 +24,7 @@ const DefaultMaxConnsPerSource = 128
 // source address, raise n accordingly. refused, if not nil, is
 // incremented per connection closed. n must be positive.
 func LimitBySource(ln net.Listener, n int, refused *atomic.Int64) net.Listener {
-	return &sourceLimited{Listener: ln, max: n, open: map[netip.Prefix]int{}, refused: refused}
+	return &sourceLimited{Listener: ln, max: n, open: map[netip.Addr]int{}, refused: refused}
 }
 
 type sourceLimited struct {
@@ -33,7 +33,7 @@ type sourceLimited struct {
 	refused *atomic.Int64
 
 	mu   sync.Mutex
-	open map[netip.Prefix]int
+	open map[netip.Addr]int
 }
 
 func (l *sourceLimited) Accept() (net.Conn, error) {
@@ -42,7 +42,7 @@ func (l *sourceLimited) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		src := sourcePrefix(c.RemoteAddr())
+		src := sourceAddr(c.RemoteAddr())
 		l.mu.Lock()
 		if l.open[src] >= l.max {
 			l.mu.Unlock()
@@ -60,7 +60,7 @@ func (l *sourceLimited) Accept() (net.Conn, error) {
 	}
 }
 
-func (l *sourceLimited) release(src netip.Prefix) {
+func (l *sourceLimited) release(src netip.Addr) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.open[src]--; l.open[src] <= 0 {
@@ -68,16 +68,15 @@ func (l *sourceLimited) release(src netip.Prefix) {
 	}
 }
 
-// sourcePrefix is the address a connection is counted under: its source
-// address (IPv4-mapped IPv6 as IPv4, without a zone), as a full-length
-// prefix.
-func sourcePrefix(a net.Addr) netip.Prefix {
+// sourceAddr is the address a connection is counted under: its source
+// address, IPv4-mapped IPv6 as IPv4, without a zone (the zero Addr for a
+// source that is not ip:port).
+func sourceAddr(a net.Addr) netip.Addr {
 	ap, err := netip.ParseAddrPort(a.String())
 	if err != nil {
-		return netip.Prefix{}
+		return netip.Addr{}
 	}
-	ip := ap.Addr().Unmap().WithZone("")
-	return netip.PrefixFrom(ip, ip.BitLen())
+	return ap.Addr().Unmap().WithZone("")
 }
 
 type sourceConn struct {
