@@ -138,30 +138,16 @@ func TestAttack9HeldURLRecordedAsSent(t *testing.T) {
 // the one custody's own listeners apply to a request's header (1 MB):
 // over it the answer is 502.
 func TestAttack9HugeResponseHeader(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				_, _ = http.ReadRequest(bufio.NewReader(c))
-				w := bufio.NewWriter(c)
-				_, _ = w.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n")
-				for i := 0; i < 2<<10; i++ { // 2 MB
-					fmt.Fprintf(w, "X-Pad-%d: %s\r\n", i, strings.Repeat("a", 1000))
-				}
-				_, _ = w.WriteString("\r\n")
-				_ = w.Flush()
-			}()
+	ln := tcpServer(t, func(c net.Conn) {
+		_, _ = http.ReadRequest(bufio.NewReader(c))
+		w := bufio.NewWriter(c)
+		_, _ = w.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n")
+		for i := 0; i < 2<<10; i++ { // 2 MB
+			fmt.Fprintf(w, "X-Pad-%d: %s\r\n", i, strings.Repeat("a", 1000))
 		}
-	}()
+		_, _ = w.WriteString("\r\n")
+		_ = w.Flush()
+	})
 	f := newProxy(t, loopbackAllowed)
 	code, _ := rawThrough(t, f, "GET", "http://"+ln.Addr().String()+"/x")
 	if code != http.StatusBadGateway {

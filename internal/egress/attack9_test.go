@@ -416,15 +416,11 @@ func fakeDNS(t *testing.T, answers map[string][][]netip.Addr) *net.Resolver {
 // Here 127.0.0.1 is "allowed" and 127.0.0.2 stands for a forbidden
 // address (a listener on it counts what would have reached it).
 func TestAttack9HeldDNS(t *testing.T) {
-	good, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer good.Close()
+	good := tcpServer(t, func(c net.Conn) { _, _ = io.Copy(io.Discard, c) })
 	_, port, _ := net.SplitHostPort(good.Addr().String())
 	bad, err := net.Listen("tcp", "127.0.0.2:"+port)
 	if err != nil {
-		t.Skip("no 127.0.0.2 listener:", err)
+		t.Fatal("a listener on 127.0.0.2 (Linux routes 127.0.0.0/8 to lo):", err)
 	}
 	defer bad.Close()
 	var badHits atomic.Int32
@@ -436,15 +432,6 @@ func TestAttack9HeldDNS(t *testing.T) {
 			}
 			badHits.Add(1)
 			c.Close()
-		}
-	}()
-	go func() {
-		for {
-			c, err := good.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(io.Discard, c) }()
 		}
 	}()
 	ok, no := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
@@ -484,20 +471,7 @@ func TestAttack9HeldDNS(t *testing.T) {
 // hangs up leave no goroutine behind, and an agent's slots come back.
 func TestAttack9HeldTunnelsLeaveNothing(t *testing.T) {
 	ln := echoServer(t)
-	hangup, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hangup.Close()
-	go func() {
-		for {
-			c, err := hangup.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	hangup := tcpServer(t, func(net.Conn) {})
 	f := newProxy(t, loopbackAllowed)
 	before := runtime.NumGoroutine()
 	for i := 0; i < 3*DefaultMaxPerCaller; i++ {
@@ -537,24 +511,10 @@ func TestAttack9HeldTunnelsLeaveNothing(t *testing.T) {
 // "allowed" and never where to. Unrecorded, it is refused (503).
 func TestAttack9TunnelUnrecordedOutcome(t *testing.T) {
 	var got atomic.Int32
-	up, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer up.Close()
-	go func() {
-		for {
-			c, err := up.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				n, _ := io.Copy(io.Discard, c)
-				got.Add(int32(n))
-			}()
-		}
-	}()
+	up := tcpServer(t, func(c net.Conn) {
+		n, _ := io.Copy(io.Discard, c)
+		got.Add(int32(n))
+	})
 	p := &Proxy{Dialer: loopbackAllowed,
 		Authenticate: func(*http.Request) (Caller, error) { return Caller{Run: "r1"}, nil },
 		Decide: func(context.Context, Caller, Request) (Decision, error) {

@@ -66,6 +66,14 @@ func TestAttackDialerProbe(t *testing.T) {
 // echoServer accepts TCP connections on loopback and echoes lines back.
 func echoServer(t *testing.T) net.Listener {
 	t.Helper()
+	return tcpServer(t, func(c net.Conn) { _, _ = io.Copy(c, c) })
+}
+
+// tcpServer listens on 127.0.0.1 until the test ends and runs handle for
+// each connection in its own goroutine, closing the connection when
+// handle returns.
+func tcpServer(t *testing.T, handle func(c net.Conn)) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +85,7 @@ func echoServer(t *testing.T) net.Listener {
 			if err != nil {
 				return
 			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+			go func() { defer c.Close(); handle(c) }()
 		}
 	}()
 	return ln
