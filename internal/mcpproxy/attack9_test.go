@@ -51,6 +51,34 @@ func (e *env) completion(run, tool string) *verify.Record {
 	}
 }
 
+// slowAnswer is an upstream transport that lets a tools/call of echo
+// whose arguments hold marker run upstream, marks ran done (once), then
+// holds its answer 700 ms, or until the proxy gives up on the request.
+func slowAnswer(marker string, ran *sync.WaitGroup) rtFunc {
+	var once sync.Once
+	return func(r *http.Request) (*http.Response, error) {
+		var body []byte
+		if r.Body != nil {
+			body, _ = io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if m, tool, args := upstreamCall(body); err == nil && m == "tools/call" && tool == "echo" && strings.Contains(string(args), marker) {
+			// The upstream ran the call; its answer is slow to come back.
+			out, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(out))
+			once.Do(ran.Done)
+			select {
+			case <-r.Context().Done():
+				return nil, r.Context().Err()
+			case <-time.After(700 * time.Millisecond):
+			}
+		}
+		return resp, err
+	}
+}
+
 // TestAttack9CancelledCallRecordedAsRun: the sandbox cancels a tools/call
 // (notifications/cancelled, or it drops the request) once it has been
 // sent upstream. The upstream has run it (the side effect happened), but
@@ -63,30 +91,7 @@ func (e *env) completion(run, tool string) *verify.Record {
 func TestAttack9CancelledCallRecordedAsRun(t *testing.T) {
 	var ran sync.WaitGroup
 	ran.Add(1)
-	var once sync.Once
-	e := newEnv(t, func(o *mcpproxy.Options) {
-		o.Transport = rtFunc(func(r *http.Request) (*http.Response, error) {
-			var body []byte
-			if r.Body != nil {
-				body, _ = io.ReadAll(r.Body)
-				r.Body = io.NopCloser(bytes.NewReader(body))
-			}
-			resp, err := http.DefaultTransport.RoundTrip(r)
-			if m, tool, args := upstreamCall(body); err == nil && m == "tools/call" && tool == "echo" && strings.Contains(string(args), "transfer") {
-				// The upstream ran the call; its answer is slow to come back.
-				out, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				resp.Body = io.NopCloser(bytes.NewReader(out))
-				once.Do(ran.Done)
-				select {
-				case <-r.Context().Done():
-					return nil, r.Context().Err()
-				case <-time.After(700 * time.Millisecond):
-				}
-			}
-			return resp, err
-		})
-	})
+	e := newEnv(t, func(o *mcpproxy.Options) { o.Transport = slowAnswer("transfer", &ran) })
 	cs, run := e.mustConnect(e.key, "")
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
@@ -219,29 +224,7 @@ func slicesContain(s []string, v string) bool {
 func TestAttack9HeldSessionEndMidCall(t *testing.T) {
 	var ran sync.WaitGroup
 	ran.Add(1)
-	var once sync.Once
-	e := newEnv(t, func(o *mcpproxy.Options) {
-		o.Transport = rtFunc(func(r *http.Request) (*http.Response, error) {
-			var body []byte
-			if r.Body != nil {
-				body, _ = io.ReadAll(r.Body)
-				r.Body = io.NopCloser(bytes.NewReader(body))
-			}
-			resp, err := http.DefaultTransport.RoundTrip(r)
-			if m, tool, _ := upstreamCall(body); err == nil && m == "tools/call" && tool == "echo" {
-				out, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				resp.Body = io.NopCloser(bytes.NewReader(out))
-				once.Do(ran.Done)
-				select {
-				case <-r.Context().Done():
-					return nil, r.Context().Err()
-				case <-time.After(700 * time.Millisecond):
-				}
-			}
-			return resp, err
-		})
-	})
+	e := newEnv(t, func(o *mcpproxy.Options) { o.Transport = slowAnswer("", &ran) })
 	cs, run := e.mustConnect(e.key, "")
 	go cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "transfer"}})
 	ran.Wait()
