@@ -412,10 +412,13 @@ func (p *parser) string() (string, error) {
 }
 
 // escapedString continues string from the first escape or the end of input,
-// p.b[start:p.i] being the characters before it. It is apart from string
-// because its deferred check moves err to the heap.
-func (p *parser) escapedString(start int) (_ string, err error) {
+// p.b[start:p.i] being the characters before it.
+func (p *parser) escapedString(start int) (string, error) {
 	buf := append([]byte(nil), p.b[start:p.i]...)
+	// In canonical mode, the offset of the first escape AppendString would
+	// not write; reported once the string is known to be well-formed, so
+	// that a malformed escape (e.g. a lone surrogate) is reported first.
+	notCanonical := -1
 	for {
 		if p.i >= len(p.b) {
 			return "", p.err(ErrSyntax, "unterminated string")
@@ -424,6 +427,9 @@ func (p *parser) escapedString(start int) (_ string, err error) {
 		switch {
 		case c == '"':
 			p.i++
+			if notCanonical >= 0 {
+				return "", &Error{Offset: notCanonical, Err: ErrNotCanonical, Detail: "escape"}
+			}
 			return string(buf), nil
 		case c < 0x20:
 			return "", p.err(ErrSyntax, "control character in string")
@@ -435,13 +441,8 @@ func (p *parser) escapedString(start int) (_ string, err error) {
 			}
 			e := p.b[p.i]
 			p.i++
-			if p.canon && !p.canonicalEscape(e) {
-				// Report a malformed escape (e.g. a lone surrogate) first.
-				defer func() {
-					if err == nil {
-						err = &Error{Offset: at, Err: ErrNotCanonical, Detail: "escape"}
-					}
-				}()
+			if p.canon && notCanonical < 0 && !p.canonicalEscape(e) {
+				notCanonical = at
 			}
 			switch e {
 			case '"', '\\', '/':
