@@ -45,3 +45,52 @@ func TestAttack10CanonicalEscapeCost(t *testing.T) {
 		t.Errorf(`ParseCanonical("\/) = %v, want ErrSyntax`, err)
 	}
 }
+
+// TestAttack10AppendDepth: Append accepted one more level of nesting than
+// Parse: 65 nested arrays (or objects) encoded without error, and the
+// canonical text was refused by ParseCanonical with ErrDepth, so a record
+// the signer signed with a deep body could not be read by any verifier.
+// Append now refuses a container at the depth Parse refuses it.
+func TestAttack10AppendDepth(t *testing.T) {
+	for _, kind := range []string{"array", "object"} {
+		for n := MaxDepth - 1; n <= MaxDepth+2; n++ {
+			var v any = []any{}
+			if kind == "object" {
+				v = map[string]any{}
+			}
+			for range n - 1 {
+				if kind == "object" {
+					v = map[string]any{"a": v}
+				} else {
+					v = []any{v}
+				}
+			}
+			out, err := Append(nil, v)
+			if n > MaxDepth {
+				if !errors.Is(err, ErrDepth) {
+					t.Errorf("Append(%d nested %ss) = %.20q…, %v; want ErrDepth", n, kind, out, err)
+				}
+				continue
+			}
+			if err != nil {
+				t.Errorf("Append(%d nested %ss) = %v", n, kind, err)
+				continue
+			}
+			if _, err := ParseCanonical(out); err != nil {
+				t.Errorf("ParseCanonical(Append(%d nested %ss)) = %v", n, kind, err)
+			}
+		}
+	}
+	// Scalars at the deepest level are fine: Parse reads them.
+	var v any = []any{int64(1), "x", nil}
+	for range MaxDepth - 1 {
+		v = []any{v}
+	}
+	out, err := Append(nil, v)
+	if err != nil {
+		t.Fatalf("Append(%d nested arrays around scalars) = %v", MaxDepth, err)
+	}
+	if _, err := ParseCanonical(out); err != nil {
+		t.Errorf("ParseCanonical(%q…) = %v", out[:8], err)
+	}
+}

@@ -497,14 +497,19 @@ func (p *parser) escapedString(start int) (string, error) {
 // Append appends the RFC 8785 canonical encoding of v to dst. v must be built
 // from the types Parse returns; int variants (int, int32, uint32) are
 // accepted for convenience. Integers outside ±(2^53-1), NaN, infinities and
-// other types fail with ErrUnsupported.
+// other types fail with ErrUnsupported; nesting Parse would refuse (more
+// than MaxDepth arrays and objects) fails with ErrDepth.
 func Append(dst []byte, v any) ([]byte, error) {
 	return appendValue(dst, v, 0)
 }
 
+// appendValue appends v, which sits inside depth arrays and objects.
 func appendValue(dst []byte, v any, depth int) ([]byte, error) {
-	if depth > MaxDepth {
-		return nil, ErrDepth
+	switch v.(type) {
+	case []any, map[string]any:
+		if depth >= MaxDepth { // as Parse's value
+			return nil, ErrDepth
+		}
 	}
 	switch v := v.(type) {
 	case nil:
