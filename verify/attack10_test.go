@@ -50,3 +50,22 @@ func TestAttack10SignRecordDeepBody(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack10SignRecordInvalidUTF8Body: a body map holding a string that
+// is not valid UTF-8 was signed with the bytes as they are, a record
+// ParseRecord refuses (ErrUTF8). Whatever SignRecord signs, ParseRecord
+// must read.
+func TestAttack10SignRecordInvalidUTF8Body(t *testing.T) {
+	sg := attack10Signer(t)
+	for _, body := range []map[string]any{{"s": "a\xffb"}, {"\xfe": "x"}, {"l": []any{"\xed\xa0\x80"}}} {
+		r := &verify.Record{Log: "custody.test/log", Run: "r1", Type: "call.decided",
+			Time: time.Date(2026, 12, 3, 0, 0, 0, 0, time.UTC), Body: body}
+		raw, err := verify.SignRecord(r, sg)
+		if err != nil {
+			continue
+		}
+		if _, err := verify.ParseRecord(raw); err != nil {
+			t.Errorf("SignRecord(%q) signed a record ParseRecord refuses: %v", body, err)
+		}
+	}
+}

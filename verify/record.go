@@ -507,7 +507,8 @@ func isLowerHex[S ~string | ~[]byte](s S, n int) bool {
 
 // NewBody converts v (a struct with json tags, a map, or nil for {}) into
 // a record body: a JSON object built from the types CanonicalizeJSON accepts.
-// A map[string]any already in that form is returned as is.
+// A map[string]any already in that form is returned as is; anything else
+// goes through encoding/json, which writes invalid UTF-8 as U+FFFD.
 func NewBody(v any) (map[string]any, error) {
 	if v == nil {
 		return map[string]any{}, nil

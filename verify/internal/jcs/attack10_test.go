@@ -94,3 +94,25 @@ func TestAttack10AppendDepth(t *testing.T) {
 		t.Errorf("ParseCanonical(%q…) = %v", out[:8], err)
 	}
 }
+
+// TestAttack10AppendInvalidUTF8: Append copied strings that are not valid
+// UTF-8 byte for byte (text no JSON parser reads as written, ParseCanonical
+// refuses it) and CompareUTF16 saw two different invalid names as equal,
+// so {"\xff":1,"\xfe":2} encoded in either order, by map iteration: the
+// same value had two "canonical" forms. Append now refuses invalid UTF-8
+// in strings and member names.
+func TestAttack10AppendInvalidUTF8(t *testing.T) {
+	for name, v := range map[string]any{
+		"value":        "a\xffb",
+		"nested value": []any{map[string]any{"k": "\xed\xa0\x80"}}, // a UTF-8-encoded surrogate
+		"name":         map[string]any{"\xff": int64(1)},
+		"names":        map[string]any{"\xff": int64(1), "\xfe": int64(2)},
+	} {
+		if out, err := Append(nil, v); !errors.Is(err, ErrUTF8) || !errors.Is(err, ErrUnsupported) {
+			t.Errorf("Append(%s) = %q, %v; want ErrUnsupported and ErrUTF8", name, out, err)
+		}
+	}
+	if out, err := Append(nil, map[string]any{"\u00e9\U0001F600": "\ufffd\u2028"}); err != nil {
+		t.Errorf("Append(valid non-ASCII) = %q, %v", out, err)
+	}
+}

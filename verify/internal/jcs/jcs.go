@@ -497,8 +497,9 @@ func (p *parser) escapedString(start int) (string, error) {
 // Append appends the RFC 8785 canonical encoding of v to dst. v must be built
 // from the types Parse returns; int variants (int, int32, uint32) are
 // accepted for convenience. Integers outside ±(2^53-1), NaN, infinities and
-// other types fail with ErrUnsupported; nesting Parse would refuse (more
-// than MaxDepth arrays and objects) fails with ErrDepth.
+// other types fail with ErrUnsupported, as do strings and member names that
+// are not valid UTF-8 (also wrapping ErrUTF8); nesting Parse would refuse
+// (more than MaxDepth arrays and objects) fails with ErrDepth.
 func Append(dst []byte, v any) ([]byte, error) {
 	return appendValue(dst, v, 0)
 }
@@ -520,6 +521,9 @@ func appendValue(dst []byte, v any, depth int) ([]byte, error) {
 		}
 		return append(dst, "false"...), nil
 	case string:
+		if !utf8.ValidString(v) {
+			return nil, errInvalidUTF8
+		}
 		return AppendString(dst, v), nil
 	case int64:
 		return appendInt(dst, v)
@@ -549,6 +553,9 @@ func appendValue(dst []byte, v any, depth int) ([]byte, error) {
 	case map[string]any:
 		keys := make([]string, 0, len(v))
 		for k := range v {
+			if !utf8.ValidString(k) {
+				return nil, errInvalidUTF8
+			}
 			keys = append(keys, k)
 		}
 		slices.SortFunc(keys, CompareUTF16)
@@ -569,6 +576,11 @@ func appendValue(dst []byte, v any, depth int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %T", ErrUnsupported, v)
 	}
 }
+
+// errInvalidUTF8 is Append's error for a string or member name that is not
+// valid UTF-8: AppendString would copy it as is, which no parser reads as
+// written, and CompareUTF16 cannot order such names.
+var errInvalidUTF8 = fmt.Errorf("%w: string: %w", ErrUnsupported, ErrUTF8)
 
 func appendInt(dst []byte, n int64) ([]byte, error) {
 	if n > MaxSafeInteger || n < -MaxSafeInteger {
