@@ -47,7 +47,12 @@
 // another decimal value (more precision or range than a double holds, e.g.
 // 9007199254740993 or 1e400) is refused rather than rounded, and so is a
 // written minus zero (RFC 8785 erratum 7920), so two different argument
-// texts never share a commitment. Integers within ±(2^53-1) canonicalize as
+// texts never share a commitment. So is a number beyond ±2^53 that it, or
+// its canonical form, writes as an integer the double is not exactly
+// (1152921504606847000 is the canonical form of 2^60 =
+// 1152921504606846976; 100000000000000000000000 becomes 1e+23), which
+// readers that keep integers exact (Python) and readers of doubles
+// (JavaScript) would read as different values. Integers within ±(2^53-1) canonicalize as
 // they did when only integers were accepted. Members are sorted by UTF-16
 // code units; strings escape only '"', '\' and control characters (\b \t
 // \n \f \r, else \u00xx lowercase); no whitespace. Parsers reject duplicate

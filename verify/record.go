@@ -97,7 +97,7 @@ func Canonicalize(v any) ([]byte, error) {
 // CanonicalizeJSON strictly parses b and returns its RFC 8785 (JCS) form,
 // e.g. {"b":1,"a":[1.0,1e21]} -> {"a":[1,1e+21],"b":1}. Numbers that a
 // double cannot hold exactly as written (ErrNumber: 9007199254740993, 1e400,
-// "-0"), duplicate member names, lone surrogates, invalid UTF-8 and trailing
+// "-0", 1152921504606847000), duplicate member names, lone surrogates, invalid UTF-8 and trailing
 // data are rejected (errors wrap ErrMalformedJSON and a specific sentinel
 // such as ErrDuplicateKey).
 func CanonicalizeJSON(b []byte) ([]byte, error) {

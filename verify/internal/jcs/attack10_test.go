@@ -3,6 +3,9 @@ package jcs
 import (
 	"bytes"
 	"errors"
+	"math/big"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -114,5 +117,74 @@ func TestAttack10AppendInvalidUTF8(t *testing.T) {
 	}
 	if out, err := Append(nil, map[string]any{"\u00e9\U0001F600": "\ufffd\u2028"}); err != nil {
 		t.Errorf("Append(valid non-ASCII) = %q, %v", out, err)
+	}
+}
+
+// readAsPython is the value Python's json (and encoding/json decoding
+// into an integer, and custody's policy engine via json.Number.Int64)
+// gives a number: an exact integer when written without '.' or exponent,
+// else the nearest double.
+func readAsPython(t *testing.T, s string) *big.Float {
+	t.Helper()
+	if !strings.ContainsAny(s, ".eE") {
+		i, ok := new(big.Int).SetString(s, 10)
+		if !ok {
+			t.Fatalf("bad integer %q", s)
+		}
+		return new(big.Float).SetInt(i)
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return big.NewFloat(f)
+}
+
+// TestAttack10InexactIntegers: above 2^53 a double's shortest digits are
+// not its value: 2^60 is written 1152921504606847000. Parse accepted
+// "1.152921504606847e18" (2^60 to every parser) with the canonical form
+// 1152921504606847000, which Python, encoding/json into an int64 and
+// custody's own policy engine (json.Number.Int64) read as the integer
+// 1152921504606847000: the policy decided, and the log shows, a value 24
+// away from the one a tool received. "100000000000000000000000" (the
+// integer 10^23 to Python) became 1e+23, a double 8388608 less. A number
+// is now refused (ErrNumber) when it, or its canonical form, is written as
+// an integer that the double is not exactly; Append refuses such doubles
+// as it refuses int64s beyond 2^53.
+func TestAttack10InexactIntegers(t *testing.T) {
+	refused := []string{
+		"1.152921504606847e18", "1152921504606847000", "-1152921504606847000", "100000000000000000000000",
+		"295147905179352830000", "123456789012345680000", "999999999999999900000", "1.2345678901234568e20",
+	}
+	for _, s := range refused {
+		if v, err := Parse([]byte(s)); !errors.Is(err, ErrNumber) {
+			t.Errorf("Parse(%s) = %v, %v; want ErrNumber", s, v, err)
+		}
+	}
+	accepted := []string{
+		"9007199254740992", "-9007199254740992", "9007199254740994", "18014398509481984", "1.8014398509481984e16",
+		"1e23", "1E+23", "-1e23", "1e21", "1000000000000000000000", "100000000000000000000", "1e20", "4.5e15",
+		"1e300", "1.7976931348623157e308", "0.1", "123.456",
+	}
+	for _, s := range accepted {
+		c, err := Canonicalize([]byte(s))
+		if err != nil {
+			t.Errorf("Canonicalize(%s) = %v", s, err)
+			continue
+		}
+		// Whoever reads the call and whoever reads the log agree.
+		if in, out := readAsPython(t, s), readAsPython(t, string(c)); in.Cmp(out) != 0 {
+			t.Errorf("Canonicalize(%s) = %s, read as %v and %v", s, c, in, out)
+		}
+	}
+	for _, f := range []float64{1 << 60, -(1 << 60), 0x1p68} {
+		if out, err := Append(nil, f); !errors.Is(err, ErrNumber) || !errors.Is(err, ErrUnsupported) {
+			t.Errorf("Append(%v) = %s, %v; want ErrUnsupported and ErrNumber", f, out, err)
+		}
+	}
+	for _, f := range []float64{1 << 53, 1 << 54, 1e20, 1e23, 1e23 + 0x1p24, 1e21, 0x1p100} {
+		if out, err := Append(nil, f); err != nil {
+			t.Errorf("Append(%v) = %s, %v", f, out, err)
+		}
 	}
 }

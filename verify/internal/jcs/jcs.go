@@ -8,11 +8,17 @@
 // Parsing refuses a number whose canonical form would denote another value
 // (one needing more precision or range than a double, such as
 // 9007199254740993, 1e400 or 1e-400), so that two inputs with different
-// numbers never share a canonical form, and refuses a written minus zero
-// (RFC 8785 erratum 7920). Strict parsing also rejects duplicate object
-// member names, invalid UTF-8, escaped or raw lone surrogates, anything after
-// the top-level value and nesting deeper than [MaxDepth] (NaN and Infinity
-// cannot be written in JSON).
+// numbers never share a canonical form, refuses a number beyond
+// ±[MaxSafeInteger] that it or its canonical form writes as an integer the
+// double is not exactly (1152921504606847000, the canonical form of 2^60,
+// or 100000000000000000000000, which becomes 1e+23), so that parsers
+// keeping integers exact and parsers of doubles read the same value, and
+// refuses a written minus zero (RFC 8785 erratum 7920). Strict parsing
+// also rejects duplicate object member names, invalid UTF-8, escaped or raw
+// lone surrogates, anything after the top-level value and nesting deeper
+// than [MaxDepth] (NaN and Infinity cannot be written in JSON). [Append]
+// refuses what Parse would refuse (those doubles, invalid UTF-8, deeper
+// nesting), so that everything it writes parses.
 //
 // Parsed values are nil, bool, string, int64 (integers within
 // ±[MaxSafeInteger]), float64 (every other number), []any and map[string]any.
@@ -496,8 +502,9 @@ func (p *parser) escapedString(start int) (string, error) {
 
 // Append appends the RFC 8785 canonical encoding of v to dst. v must be built
 // from the types Parse returns; int variants (int, int32, uint32) are
-// accepted for convenience. Integers outside ±(2^53-1), NaN, infinities and
-// other types fail with ErrUnsupported, as do strings and member names that
+// accepted for convenience. Integers outside ±(2^53-1), doubles Parse
+// would refuse as written (wrapping ErrNumber), NaN, infinities and other
+// types fail with ErrUnsupported, as do strings and member names that
 // are not valid UTF-8 (also wrapping ErrUTF8); nesting Parse would refuse
 // (more than MaxDepth arrays and objects) fails with ErrDepth.
 func Append(dst []byte, v any) ([]byte, error) {
@@ -537,7 +544,7 @@ func appendValue(dst []byte, v any, depth int) ([]byte, error) {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil, fmt.Errorf("%w: %v", ErrUnsupported, v)
 		}
-		return appendFloat(dst, v), nil
+		return appendNumber(dst, v)
 	case []any:
 		dst = append(dst, '[')
 		for i, e := range v {

@@ -2,6 +2,7 @@ package jcs
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"strconv"
 	"unsafe"
@@ -89,6 +90,9 @@ func (p *parser) float(start int) (int64, float64, bool, error) {
 	if !sameDecimal(text, canon) {
 		return 0, 0, false, &Error{Offset: start, Err: ErrNumber, Detail: "more precision than a double: " + clip(text)}
 	}
+	if inexactInteger(f, text, canon) {
+		return 0, 0, false, &Error{Offset: start, Err: ErrNumber, Detail: "integer a double holds only approximately: " + clip(text)}
+	}
 	if p.canon && !bytes.Equal(text, canon) {
 		return 0, 0, false, &Error{Offset: start, Err: ErrNotCanonical, Detail: "number"}
 	}
@@ -96,6 +100,27 @@ func (p *parser) float(start int) (int64, float64, bool, error) {
 		return int64(f), 0, false, nil
 	}
 	return 0, f, true, nil
+}
+
+// inexactInteger reports whether f, a double beyond ±MaxSafeInteger
+// (always an integer), is written in text or in canon (its canonical form)
+// as an integer other than f's exact value. Above 2^53 the shortest digits
+// that round-trip are not the value (2^60 is 1152921504606847000), and a
+// number written as an integer is read exactly by Python's json, by
+// encoding/json into an integer and by json.Number.Int64, but as the double
+// by JavaScript: the readers would disagree on the value.
+func inexactInteger(f float64, text, canon []byte) bool {
+	if math.Abs(f) <= MaxSafeInteger || !isInteger(text) && !isInteger(canon) {
+		return false
+	}
+	var buf [330]byte // the longest double, 1.7976931348623157e308, has 309 digits
+	return !sameDecimal(strconv.AppendFloat(buf[:0], f, 'f', 0, 64), canon)
+}
+
+// isInteger reports whether the JSON number text has neither fraction nor
+// exponent.
+func isInteger(text []byte) bool {
+	return bytes.IndexAny(text, ".eE") < 0
 }
 
 // digits skips decimal digits and returns how many.
@@ -193,6 +218,17 @@ func parseDecimal(s []byte) decimal {
 func sameDecimal(a, b []byte) bool {
 	x, y := parseDecimal(a), parseDecimal(b)
 	return x.n >= 0 && x.n == y.n && x.neg == y.neg && x.exp == y.exp && x.digits == y.digits
+}
+
+// appendNumber is appendFloat for Append: it refuses (ErrUnsupported,
+// ErrNumber) the doubles Parse refuses as written in canonical form.
+func appendNumber(dst []byte, f float64) ([]byte, error) {
+	n := len(dst)
+	dst = appendFloat(dst, f)
+	if inexactInteger(f, dst[n:], dst[n:]) {
+		return nil, fmt.Errorf("%w: %s: %w", ErrUnsupported, dst[n:], ErrNumber)
+	}
+	return dst, nil
 }
 
 // appendFloat appends f as ECMAScript's Number.prototype.toString writes it

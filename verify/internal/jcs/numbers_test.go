@@ -43,9 +43,26 @@ var rfc8785AppendixB = []struct {
 	{0x43143ff3c1cb0959, "1424953923781206.2"},        // round to even
 }
 
+// appendixBInexact are the Appendix B rows written as integers that their
+// doubles are not exactly (2^68 is 295147905179352825856): Append and
+// Parse refuse them (ErrNumber), see TestAttack10InexactIntegers.
+var appendixBInexact = map[uint64]bool{0x4430000000000000: true, 0x444b1ae4d6e2ef4e: true, 0x444b1ae4d6e2ef4f: true}
+
 func TestAppendixBNumbers(t *testing.T) {
 	for _, tt := range rfc8785AppendixB {
 		f := math.Float64frombits(tt.bits)
+		if got := appendFloat(nil, f); string(got) != tt.want {
+			t.Errorf("appendFloat(%016x) = %q, want %q", tt.bits, got, tt.want)
+		}
+		if appendixBInexact[tt.bits] {
+			if got, err := Append(nil, f); !errors.Is(err, ErrNumber) {
+				t.Errorf("Append(%016x) = %q, %v; want ErrNumber", tt.bits, got, err)
+			}
+			if v, err := Parse([]byte(tt.want)); !errors.Is(err, ErrNumber) {
+				t.Errorf("Parse(%s) = %v, %v; want ErrNumber", tt.want, v, err)
+			}
+			continue
+		}
 		got, err := Append(nil, f)
 		if err != nil || string(got) != tt.want {
 			t.Errorf("Append(%016x) = %q, %v; want %q", tt.bits, got, err, tt.want)
@@ -132,6 +149,14 @@ func FuzzNumber(f *testing.F) {
 		if math.IsNaN(x) || math.IsInf(x, 0) {
 			if err == nil || refErr == nil {
 				t.Fatalf("Append(%016x) = %q, %v; reference %q, %v; want both to fail", bits, got, err, want, refErr)
+			}
+			return
+		}
+		if errors.Is(err, ErrNumber) {
+			// An integer the double is not exactly (see
+			// TestAttack10InexactIntegers): the formatting still agrees.
+			if f := appendFloat(nil, x); refErr != nil || string(f) != want || math.Abs(x) <= MaxSafeInteger {
+				t.Fatalf("Append(%016x) = %v; appendFloat %q, reference %q, %v", bits, err, f, want, refErr)
 			}
 			return
 		}
