@@ -113,8 +113,17 @@ func inexactInteger(f float64, text, canon []byte) bool {
 	if math.Abs(f) <= MaxSafeInteger || !isInteger(text) && !isInteger(canon) {
 		return false
 	}
+	if canon[0] == '-' {
+		f, canon = -f, canon[1:]
+	}
 	var buf [330]byte // the longest double, 1.7976931348623157e308, has 309 digits
-	return !sameDecimal(strconv.AppendFloat(buf[:0], f, 'f', 0, 64), canon)
+	var exact []byte
+	if f < 1<<64 {
+		exact = strconv.AppendUint(buf[:0], uint64(f), 10) // cheaper than 'f'
+	} else {
+		exact = strconv.AppendFloat(buf[:0], f, 'f', 0, 64)
+	}
+	return !sameDecimal(exact, canon)
 }
 
 // isInteger reports whether the JSON number text has neither fraction nor
