@@ -19,32 +19,41 @@ func TestAttack10LockRemovedUnderWaiter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.lock")
 	unlockA, err := lockFile(ctx, path, time.Millisecond)
 	must(t, err)
-	got := make(chan func(), 1)
-	go func() {
-		u, err := lockFile(ctx, path, time.Millisecond)
-		if err != nil {
-			u = func() {}
-		}
-		got <- u
-	}()
+	got := make(chan func(), 2)
+	start := func() {
+		go func() {
+			u, err := lockFile(ctx, path, time.Millisecond)
+			if err != nil {
+				t.Error(err)
+				u = func() {}
+			}
+			got <- u
+		}()
+	}
+	start()                            // B
 	time.Sleep(100 * time.Millisecond) // B has opened path and polls
 	// A is a session end: it removes the lock file, then unlocks.
 	must(t, os.Remove(path))
 	unlockA()
-	unlockC, err := lockFile(ctx, path, time.Millisecond)
-	must(t, err)
+	start() // C
+	var first func()
 	select {
-	case u := <-got:
-		u()
-		unlockC()
+	case first = <-got:
+	case <-ctx.Done():
+		t.Fatal("nobody got the lock after the holder released it")
+	}
+	select {
+	case second := <-got:
+		second()
+		first()
 		t.Fatal("two processes hold the session lock at once")
 	case <-time.After(200 * time.Millisecond):
 	}
-	unlockC()
+	first()
 	select {
-	case u := <-got:
-		u()
+	case second := <-got:
+		second()
 	case <-ctx.Done():
-		t.Fatal("the waiter never got the lock after the holder released it")
+		t.Fatal("the other waiter never got the lock")
 	}
 }
