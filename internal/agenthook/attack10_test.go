@@ -2,10 +2,15 @@ package agenthook
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/agentcustody/custody/client"
 )
 
 // TestAttack10LockRemovedUnderWaiter: a session end removes the .lock
@@ -55,5 +60,56 @@ func TestAttack10LockRemovedUnderWaiter(t *testing.T) {
 		second()
 	case <-ctx.Done():
 		t.Fatal("the other waiter never got the lock")
+	}
+}
+
+// slowFirstSigner holds the decision of the first call until release
+// and then denies it; every later call is allowed at once.
+type slowFirstSigner struct {
+	*fakeSigner
+	entered, release chan struct{}
+	once             sync.Once
+	first            string
+}
+
+func (s *slowFirstSigner) Decide(ctx context.Context, run, callID, tool string, args json.RawMessage) (client.Decision, error) {
+	isFirst := false
+	s.once.Do(func() { isFirst, s.first = true, callID })
+	if isFirst {
+		close(s.entered)
+		<-s.release
+		return client.Decision{CallID: callID, Effect: "deny", RuleIDs: []string{"R-1"}}, nil
+	}
+	return client.Decision{CallID: callID, Effect: "allow", RuleIDs: []string{"R-2"}}, nil
+}
+
+// TestAttack10GeminiPostPairsUndecidedCall: without tool_use_id two
+// BeforeTool events with the same arguments are pending; the second is
+// allowed and runs while the first is still being decided (it will be
+// denied). Its AfterTool must complete the call that ran, not the one
+// still being decided, else the log shows a denied call completed.
+func TestAttack10GeminiPostPairsUndecidedCall(t *testing.T) {
+	s := &slowFirstSigner{fakeSigner: newFakeSigner(nil), entered: make(chan struct{}), release: make(chan struct{})}
+	opts := testOptions(t, GeminiCLI, s)
+	before := []byte(`{"session_id":"g","hook_event_name":"BeforeTool","tool_name":"run_shell_command","tool_input":{"command":"make"}}`)
+	after := []byte(`{"session_id":"g","hook_event_name":"AfterTool","tool_name":"run_shell_command","tool_input":{"command":"make"},"tool_response":{"llmContent":"ok"}}`)
+	first := make(chan Result, 1)
+	go func() { first <- Handle(context.Background(), opts, before) }()
+	<-s.entered
+	r := Handle(context.Background(), opts, before)
+	if !strings.Contains(string(r.Stdout), `"allow"`) {
+		close(s.release)
+		t.Fatalf("second BeforeTool = %+v; want allow", r)
+	}
+	second := strings.TrimSuffix(strings.SplitAfter(string(r.Stdout), "call ")[1], ")\"}\n")
+	if r := Handle(context.Background(), opts, after); r.Exit != 0 {
+		t.Errorf("AfterTool = %+v", r)
+	}
+	close(s.release)
+	if r := <-first; !strings.Contains(string(r.Stdout), `"deny"`) {
+		t.Fatalf("first BeforeTool = %+v; want deny", r)
+	}
+	if len(s.completed) != 1 || s.completed[0] != "r1/"+second+"/ok" {
+		t.Errorf("completed %v; want r1/%s/ok (the call that ran), not %s (denied)", s.completed, second, s.first)
 	}
 }

@@ -22,7 +22,9 @@
 //     the call id is tool_use_id when the event carries one (hashed as
 //     "tu-..." if it is not a printable string of at most 128 bytes), else
 //     "g-ARGSKEY-N" ([Event.ArgsKey]; N counts the session's calls with the
-//     same tool and arguments), which the post-tool event finds again.
+//     same tool and arguments), which the post-tool event finds again: the
+//     first allowed (or approved) and not yet completed call with the same
+//     tool and arguments, never one still being decided or denied.
 //     allow and deny are answered with a reason naming the rule ids, the
 //     run and the call. ask follows [AskMode]. A run the signer has closed
 //     (idle_s) is replaced by a new one and the call decided there.

@@ -205,8 +205,8 @@ func (h handler) other(ctx context.Context, ev Event) error {
 // prepare registers the session's run if it has none and, with assign,
 // returns the call id for a pre-tool event: its tool_use_id, or for an
 // agent without one "g-ARGSKEY-N", N counting this session's calls with
-// the same tool and arguments, recorded as pending for the post-tool
-// event to find.
+// the same tool and arguments ([handler.pend] records it for the
+// post-tool event once the call may run).
 func (h handler) prepare(ctx context.Context, ev Event, assign bool) (run, callID string, err error) {
 	err = h.files.update(ctx, ev.Agent, ev.SessionID, func(st *sessionState) (bool, error) {
 		if st.Run == "" {
@@ -226,12 +226,8 @@ func (h handler) prepare(ctx context.Context, ev Event, assign bool) (run, callI
 				if st.Next == nil {
 					st.Next = map[string]int{}
 				}
-				if st.Pending == nil {
-					st.Pending = map[string][]string{}
-				}
 				st.Next[k]++
 				callID = fmt.Sprintf("g-%s-%d", k, st.Next[k])
-				st.Pending[k] = append(st.Pending[k], callID)
 			}
 		}
 		return false, nil
@@ -240,8 +236,8 @@ func (h handler) prepare(ctx context.Context, ev Event, assign bool) (run, callI
 }
 
 // pairPost returns the run and the call id a post-tool event completes:
-// its tool_use_id, or the oldest pending call with the same tool and
-// arguments ("" if none).
+// its tool_use_id, or the pending call with the same tool and arguments
+// allowed first ("" if none).
 func (h handler) pairPost(ctx context.Context, ev Event) (run, callID string, err error) {
 	if callID = ev.CallID(); callID != "" {
 		run, _, err = h.prepare(ctx, ev, false)
@@ -265,26 +261,33 @@ func (h handler) pairPost(ctx context.Context, ev Event) (run, callID string, er
 	return run, callID, err
 }
 
-// unpend drops a call id that will see no post-tool event (it was not
-// allowed).
-func (h handler) unpend(ctx context.Context, ev Event, callID string) {
+// pend records callID as pending for the post-tool event to find, for
+// an agent without tool_use_id; the pre-tool event is answered only
+// after, so the call is pending before it can run. Only a call that may
+// run is pending: one still being decided (and perhaps denied) with the
+// same tool and arguments is not, so an AfterTool completes a call that
+// ran.
+func (h handler) pend(ctx context.Context, ev Event, callID string) error {
 	if ev.CallID() != "" {
-		return
+		return nil
 	}
-	_ = h.files.update(ctx, ev.Agent, ev.SessionID, func(st *sessionState) (bool, error) {
+	return h.files.update(ctx, ev.Agent, ev.SessionID, func(st *sessionState) (bool, error) {
+		if st.Pending == nil {
+			st.Pending = map[string][]string{}
+		}
 		k := ev.ArgsKey()
-		p := st.Pending[k]
-		for i, id := range p {
-			if id == callID {
-				st.Pending[k] = append(p[:i:i], p[i+1:]...)
-				break
-			}
-		}
-		if len(st.Pending[k]) == 0 {
-			delete(st.Pending, k)
-		}
+		st.Pending[k] = append(st.Pending[k], callID)
 		return false, nil
 	})
+}
+
+// mayRun answers r, a pre-tool answer that lets the call run, once the
+// call is pending; if it cannot be recorded the call is blocked.
+func (h handler) mayRun(ctx context.Context, ev Event, callID string, r Result) Result {
+	if err := h.pend(ctx, ev, callID); err != nil {
+		return failClosed(err)
+	}
+	return r
 }
 
 func (h handler) preTool(ctx context.Context, ev Event) Result {
@@ -304,28 +307,25 @@ func (h handler) preTool(ctx context.Context, ev Event) Result {
 		}
 	}
 	if err != nil {
-		h.unpend(ctx, ev, callID)
 		return failClosed(fmt.Errorf("%w: decide %s (run %s, call %s): %w", ErrSigner, ev.Tool, run, callID, err))
 	}
 	where := fmt.Sprintf("run %s, call %s", run, callID)
 	rules := ruleList(d.RuleIDs)
 	switch d.Effect {
 	case "allow":
-		return allow(ev.Agent, fmt.Sprintf("custody allowed %s: %s (%s)", ev.Tool, rules, where))
+		return h.mayRun(ctx, ev, callID, allow(ev.Agent, fmt.Sprintf("custody allowed %s: %s (%s)", ev.Tool, rules, where)))
 	case "deny":
-		h.unpend(ctx, ev, callID)
 		return deny(ev.Agent, fmt.Sprintf("custody denied %s: %s (%s)", ev.Tool, rules, where))
 	case "ask":
 		if h.opts.Ask == AskAgent && ev.Agent == ClaudeCode {
-			return ask(ev.Agent, fmt.Sprintf("custody: %s asks for a person's approval of %s (%s)", rules, ev.Tool, where))
+			return h.mayRun(ctx, ev, callID, ask(ev.Agent, fmt.Sprintf("custody: %s asks for a person's approval of %s (%s)", rules, ev.Tool, where)))
 		}
 		r, ok := h.approval(ctx, ev, run, callID, rules, where)
-		if !ok {
-			h.unpend(ctx, ev, callID)
+		if ok {
+			return h.mayRun(ctx, ev, callID, r)
 		}
 		return r
 	default:
-		h.unpend(ctx, ev, callID)
 		return failClosed(fmt.Errorf("%w: decide %s answered effect %q (%s)", ErrSigner, ev.Tool, d.Effect, where))
 	}
 }

@@ -37,7 +37,8 @@ func StateDir(lookup func(string) (string, bool)) (string, error) {
 // run is the signer run registered for the session. next and pending
 // exist only for an agent without tool_use_id (Gemini CLI): next counts
 // the calls decided per [Event.ArgsKey], pending holds the call ids
-// decided and not yet completed, oldest first.
+// allowed to run (decided allow, or approved) and not yet completed, in
+// the order they were allowed.
 type sessionState struct {
 	V       int                 `json:"v"`
 	Run     string              `json:"run"`
