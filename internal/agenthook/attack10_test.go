@@ -113,3 +113,28 @@ func TestAttack10GeminiPostPairsUndecidedCall(t *testing.T) {
 		t.Errorf("completed %v; want r1/%s/ok (the call that ran), not %s (denied)", s.completed, second, s.first)
 	}
 }
+
+// TestAttack10OtherAgentsPreToolEvent: `custody hook claude-code` set up
+// in Gemini CLI's settings (or gemini-cli in Claude Code's) sees a
+// pre-tool event under another agent's name. Taken as an "other" event it
+// was answered with nothing (exit 0), and the agent ran the call
+// undecided: it must block instead.
+func TestAttack10OtherAgentsPreToolEvent(t *testing.T) {
+	for _, c := range []struct {
+		agent Agent
+		name  string
+	}{
+		{ClaudeCode, "BeforeTool"},
+		{Codex, "BeforeTool"},
+		{GeminiCLI, "PreToolUse"},
+	} {
+		t.Run(string(c.agent)+" "+c.name, func(t *testing.T) {
+			f := newFakeSigner(map[string]string{"Bash": "deny"})
+			ev := strings.Replace(string(pre("s", "Bash", "t1")), "PreToolUse", c.name, 1)
+			r := Handle(context.Background(), testOptions(t, c.agent, f), []byte(ev))
+			if r.Exit != 2 {
+				t.Fatalf("Handle = %+v; want exit 2 (blocked)", r)
+			}
+		})
+	}
+}

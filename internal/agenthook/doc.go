@@ -3,7 +3,9 @@
 // agent's settings run for each hook event, with one event as JSON on
 // stdin. [Handle] answers it in the form the agent documents.
 //
-// Agents and the events used (anything else only registers the run):
+// Agents and the events used (anything else only registers the run, but
+// another agent's pre-tool event is malformed: a hook set up for the
+// wrong agent blocks calls rather than let them run undecided):
 //
 //	claude-code  SessionStart, PreToolUse, PostToolUse, PostToolUseFailure, SessionEnd
 //	gemini-cli   SessionStart, BeforeTool, AfterTool, SessionEnd

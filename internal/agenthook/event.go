@@ -105,6 +105,16 @@ var eventNames = map[Agent]map[string]Kind{
 	GeminiCLI: {"SessionStart": KindSessionStart, "BeforeTool": KindPreTool, "AfterTool": KindPostTool, "SessionEnd": KindSessionEnd},
 }
 
+// otherPreTool reports whether name is any agent's pre-tool event.
+func otherPreTool(name string) bool {
+	for _, names := range eventNames {
+		if names[name] == KindPreTool {
+			return true
+		}
+	}
+	return false
+}
+
 // ParseEvent reads one hook event of agent a. Errors wrap ErrMalformed
 // and never quote the event (it may hold a tool's arguments).
 func ParseEvent(a Agent, data []byte) (Event, error) {
@@ -134,6 +144,11 @@ func ParseEvent(a Agent, data []byte) (Event, error) {
 		return bad("session_id is missing")
 	}
 	ev := Event{Agent: a, Name: *w.HookEventName, Kind: names[*w.HookEventName], SessionID: *w.SessionID}
+	if _, ok := names[ev.Name]; !ok && otherPreTool(ev.Name) {
+		// The hook is set up for the wrong agent: taken as an event
+		// without a call, this one would run undecided.
+		return bad(fmt.Sprintf("%s is another agent's pre-tool event, not %s's", ev.Name, a))
+	}
 	if ev.Kind != KindPreTool && ev.Kind != KindPostTool {
 		return ev, nil
 	}

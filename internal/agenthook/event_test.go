@@ -63,7 +63,7 @@ func TestParseEvent(t *testing.T) {
 		{"gemini AfterTool text", GeminiCLI, geminiPostText, KindPostTool, "read_file", "", "", "ok"},
 		{"gemini SessionStart", GeminiCLI, geminiStart, KindSessionStart, "", "", "", ""},
 		{"gemini SessionEnd", GeminiCLI, geminiEnd, KindSessionEnd, "", "", "", ""},
-		{"gemini name is not claude's", GeminiCLI, claudePre, KindOther, "", "", "", ""},
+		{"gemini name is not claude's", GeminiCLI, claudePost, KindOther, "", "", "", ""},
 		{"codex PreToolUse", Codex, codexPre, KindPreTool, "Bash", `{"command":"rm -f /tmp/example"}`, "call_abc", ""},
 		{"codex PostToolUse exit 1", Codex, codexPost, KindPostTool, "Bash", "", "call_abc", "error"},
 		{"codex has no SessionEnd", Codex, claudeEnd, KindOther, "", "", "", ""},
@@ -128,6 +128,9 @@ func TestParseEventMalformed(t *testing.T) {
 				t.Fatalf("ParseEvent(%.40q) = %v; want ErrMalformed mentioning %q", tt.in, err, tt.want)
 			}
 		})
+	}
+	if _, err := ParseEvent(GeminiCLI, []byte(claudePre)); !errors.Is(err, ErrMalformed) {
+		t.Errorf("ParseEvent(gemini-cli, Claude Code's PreToolUse) = %v, want ErrMalformed", err)
 	}
 	if _, err := ParseEvent("cursor", []byte(claudePre)); !errors.Is(err, ErrUnknownAgent) {
 		t.Errorf("ParseEvent(cursor) = %v, want ErrUnknownAgent", err)

@@ -16,7 +16,8 @@ import (
 var (
 	// ErrMalformed: the event on stdin is not one the agent's docs
 	// describe (not JSON, no session_id or hook_event_name, a tool event
-	// without tool_name, tool_input not JSON).
+	// without tool_name, tool_input not JSON, another agent's pre-tool
+	// event).
 	ErrMalformed = errors.New("malformed hook event")
 	// ErrUnknownAgent: not one of [Agents].
 	ErrUnknownAgent = errors.New("unknown agent")
