@@ -178,7 +178,11 @@ func runExec(ctx context.Context, c execConfig, command []string, stdout, stderr
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	fwd, relayDone := relaySignals(runCtx, stop, errw)
+	// The relay outlives runCtx: signals must stay caught until Run has
+	// revoked the token, however many arrive while it stops the process.
+	relayCtx, endRelay := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRelay()
+	fwd, relayDone := relaySignals(relayCtx, stop, errw)
 
 	brokers, _ := c.brokers() // checked by validate
 	code, err := runlease.Run(runCtx, runlease.Options{
@@ -203,6 +207,7 @@ func runExec(ctx context.Context, c execConfig, command []string, stdout, stderr
 		Log:           log,
 	})
 	stop()
+	endRelay()
 	<-relayDone
 	switch {
 	case err != nil:
@@ -217,11 +222,13 @@ func runExec(ctx context.Context, c execConfig, command []string, stdout, stderr
 }
 
 // relaySignals forwards the first SIGINT/SIGTERM/SIGHUP/SIGQUIT custody
-// receives to the returned channel (for the process) and turns a second
-// one into stop(). SIGPIPE (custody's output closed, e.g. `| head`) is
-// caught and ignored so that custody lives to revoke the token: Go's
-// default for these signals would end custody without running the revoke.
-// It stops listening when ctx is done, and then closes done.
+// receives to the returned channel (for the process), turns a second one
+// into stop() and only reports any later one. SIGPIPE (custody's output
+// closed, e.g. `| head`) is caught and ignored. So custody lives to revoke
+// the token: Go's default for these signals would end custody without
+// running the revoke (stopping takes at most twice --kill-grace, then the
+// revocation --revoke-timeout). It stops listening when ctx is done (the
+// caller's cue that the token is revoked), and then closes done.
 func relaySignals(ctx context.Context, stop context.CancelFunc, msg io.Writer) (fwd <-chan os.Signal, done <-chan struct{}) {
 	sigc := make(chan os.Signal, 2)
 	out := make(chan os.Signal, 1)
@@ -243,9 +250,12 @@ func relaySignals(ctx context.Context, stop context.CancelFunc, msg io.Writer) (
 					out <- s
 					continue
 				}
-				fmt.Fprintf(msg, "custody: %v again: stopping the process (SIGTERM, then SIGKILL after --kill-grace)\n", s)
-				stop()
-				return
+				if n == 2 {
+					fmt.Fprintf(msg, "custody: %v again: stopping the process (SIGTERM, then SIGKILL after --kill-grace)\n", s)
+					stop()
+					continue
+				}
+				fmt.Fprintf(msg, "custody: %v: already stopping the process; custody ends once its token is revoked\n", s)
 			}
 		}
 	}()
