@@ -497,7 +497,8 @@ func isHex(c byte) bool {
 // URL parser accept: 1 to 4 parts, each decimal, octal (leading 0) or hex
 // (0x), the last part filling the remaining bytes. It fails (with a
 // reason) where parsers disagree: a leading zero read as octal by one and
-// decimal by another, "0x" with no digits, overflow.
+// decimal by another (unless one reading is a metadata address, which it
+// then returns), "0x" with no digits, overflow.
 func parseIPv4Loose(h string) (netip.Addr, string) {
 	parts := strings.Split(h, ".")
 	if len(parts) > 4 {
@@ -517,6 +518,14 @@ func parseIPv4Loose(h string) (netip.Addr, string) {
 	}
 	if leadingZero {
 		if dec, ok := combineIPv4(parts, false); ok && dec != loose {
+			// Should either reading be a metadata address, the host is
+			// that one: some client reaches the metadata service with
+			// it, and free text denies metadata, not ambiguous, hosts.
+			for _, a := range []netip.Addr{loose, dec} {
+				if classifyIP(a).Kind == KindMetadata {
+					return a, ""
+				}
+			}
 			return netip.Addr{}, "leading zeros read as octal or decimal"
 		}
 	}

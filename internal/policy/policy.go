@@ -124,7 +124,10 @@
 //     remaining bytes (2852039166, 0xA9FEA9FE, 0251.0376.0251.0376,
 //     169.254.43518, 169.16689662). A part with a leading zero whose
 //     decimal reading gives another address, overflow, or "0x" alone is
-//     ambiguous; so is 1.2.3.4.5.
+//     ambiguous; so is 1.2.3.4.5. But when either reading of such a
+//     leading zero is a metadata address (0251.254.169.254,
+//     169.254.169.0254), the host is that address: some client reaches
+//     the metadata service with it, and free text denies only metadata.
 //   - An IPv6 address (bracketed, with or without zone; a zone on a
 //     global address is ambiguous) embedding IPv4 is classified by the
 //     IPv4 address: IPv4-mapped ::ffff:0:0/96, -compatible ::/96, SIIT

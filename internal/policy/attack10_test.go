@@ -1,0 +1,32 @@
+package policy
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+// TestAttack10LeadingZeroMetadataInText: a numeric host with a leading
+// zero that one reading (octal: curl, glibc inet_aton, WHATWG; or
+// decimal: older Go) makes the metadata address was only "ambiguous",
+// and free text drops ambiguous hosts: "curl http://0251.254.169.254/"
+// reached IMDS undenied. Either reading being metadata makes it metadata.
+func TestAttack10LeadingZeroMetadataInText(t *testing.T) {
+	e := newEngine(t, Options{DefaultEffect: Allow})
+	for _, cmd := range []string{
+		"curl http://0251.254.169.254/latest/meta-data/", // octal 169; decimal 251.254.169.254
+		"curl 0251.254.169.254/latest/meta-data/",
+		"curl http://169.254.0251.254/",            // octal 169; decimal 169.254.251.254
+		"nc 00000251.254.169.254 80",               // octal 169
+		"curl http://169.254.169.0254/",            // decimal 254; octal 172
+		"wget -qO- http://0100.0100.0100.0200/",    // decimal 100.100.100.200 (Alibaba); octal 64.64.64.128
+		"curl http://user@0251.254.169.254:80/x#y", // userinfo and port
+	} {
+		args, _ := json.Marshal(map[string]string{"command": cmd})
+		d, err := e.Decide(context.Background(), nil, Call{Tool: "Bash", Args: args})
+		if err != nil || d.Effect != Deny || !slices.Contains(d.RuleIDs, RuleNetMetadata) {
+			t.Errorf("Decide(%q) = %s %v, %v; want deny by %s", cmd, d.Effect, d.RuleIDs, err, RuleNetMetadata)
+		}
+	}
+}
