@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -109,9 +110,9 @@ func decodeValue(dec *json.Decoder, depth int) (any, error) {
 	}
 }
 
-// Destination-bearing argument names (lower case). A string under a
-// strong key is always classified; under a weak key only when it looks
-// like a host.
+// Destination-bearing argument names (lower case). A string (or an
+// integer, as its decimal string) under a strong key is always
+// classified; a string under a weak key only when it looks like a host.
 var (
 	strongKeys = map[string]bool{"url": true, "uri": true, "endpoint": true, "host": true, "hostname": true}
 	weakKeys   = map[string]bool{"address": true, "target": true}
@@ -164,6 +165,16 @@ func (f *finder) walk(key string, v any, depth int) {
 	case []any:
 		for _, x := range v {
 			f.walk(key, x, depth+1)
+		}
+	case int64:
+		// A tool may format an integer host into a URL
+		// ("http://2852039166/" is 169.254.169.254).
+		if strongKeys[strings.ToLower(key)] {
+			f.budget--
+			if f.budget < 0 {
+				return
+			}
+			f.str(key, strconv.FormatInt(v, 10))
 		}
 	}
 }

@@ -30,3 +30,30 @@ func TestAttack10LeadingZeroMetadataInText(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack10NumericHost: a host given as a JSON integer was skipped
+// (only strings are classified), but a tool that formats it into a URL
+// (f"http://{host}/", `http://${host}/`) reaches 2852039166, which is
+// 169.254.169.254. An integer under a destination key is classified as
+// its decimal string.
+func TestAttack10NumericHost(t *testing.T) {
+	e := newEngine(t, Options{DefaultEffect: Allow})
+	for _, args := range []string{
+		`{"host":2852039166,"port":80}`,
+		`{"hostname":2852039166}`,
+		`{"server":{"Host":[2852039166]}}`,
+		`{"host":167772161}`, // 10.0.0.1
+	} {
+		d, err := e.Decide(context.Background(), nil, Call{Tool: "mcp__net__get", Args: json.RawMessage(args)})
+		if err != nil || d.Effect != Deny {
+			t.Errorf("Decide(%s) = %s %v, %v; want deny", args, d.Effect, d.RuleIDs, err)
+		}
+	}
+	// Integers elsewhere are not destinations.
+	for _, args := range []string{`{"count":2852039166}`, `{"target":3}`, `{"port":80}`} {
+		d, err := e.Decide(context.Background(), nil, Call{Tool: "mcp__net__get", Args: json.RawMessage(args)})
+		if err != nil || d.Effect != Allow {
+			t.Errorf("Decide(%s) = %s %v, %v; want allow", args, d.Effect, d.RuleIDs, err)
+		}
+	}
+}

@@ -78,7 +78,9 @@
 // A call's destinations are found in its arguments, at every level of
 // nesting (up to the 64 levels arguments may have): every string under a
 // key named url, uri, endpoint, host or hostname (case-insensitive; also
-// each string of a list under such a key); every string under address or
+// each string of a list under such a key), and every integer there, read
+// as its decimal string (a tool may format it into a URL:
+// http://2852039166/ is 169.254.169.254); every string under address or
 // target that looks like a host (it contains ".", ":", "/" or "[", or is
 // a numeric or special name such as localhost or metadata); and every
 // string that starts with a scheme ("scheme://" or "scheme:\\").
