@@ -223,8 +223,12 @@ func hasURLScheme(s string) bool {
 	return (s[i+1] == '/' || s[i+1] == '\\') && (s[i+2] == '/' || s[i+2] == '\\')
 }
 
-// hostish reports whether a value under a weak key looks like a host.
+// hostish reports whether a value under a weak key looks like a host,
+// leading and trailing whitespace aside: a tool may trim it, and
+// inet_aton skips it (the value is then classified as given, which makes
+// the whitespace ambiguous).
 func hostish(s string) bool {
+	s = strings.TrimSpace(s)
 	if strings.ContainsAny(s, " \t\r\n") {
 		return false
 	}

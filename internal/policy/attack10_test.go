@@ -57,3 +57,30 @@ func TestAttack10NumericHost(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack10PaddedWeakKeyHost: a value under address or target was a
+// host only without whitespace, so " 10.0.0.1" or "10.0.0.1\n" was free
+// text (where internal addresses are not denied), while a tool that trims
+// its arguments, or inet_aton (which skips leading and allows trailing
+// whitespace), connects to 10.0.0.1. A value that looks like a host once
+// trimmed is classified as given (whitespace: ambiguous).
+func TestAttack10PaddedWeakKeyHost(t *testing.T) {
+	e := newEngine(t, Options{DefaultEffect: Allow})
+	for _, args := range []string{
+		`{"address":"10.0.0.1 "}`,
+		`{"address":" 10.0.0.1"}`,
+		`{"target":"\t10.0.0.5:8080\n"}`,
+		`{"conn":{"Address":["192.168.1.1 "]}}`,
+	} {
+		d, err := e.Decide(context.Background(), nil, Call{Tool: "mcp__net__connect", Args: json.RawMessage(args)})
+		if err != nil || d.Effect != Deny {
+			t.Errorf("Decide(%s) = %s %v, %v; want deny", args, d.Effect, d.RuleIDs, err)
+		}
+	}
+	for _, args := range []string{`{"target":"the main target"}`, `{"address":" 12 Main St. "}`} {
+		d, err := e.Decide(context.Background(), nil, Call{Tool: "mcp__net__connect", Args: json.RawMessage(args)})
+		if err != nil || d.Effect != Allow {
+			t.Errorf("Decide(%s) = %s %v, %v; want allow (prose)", args, d.Effect, d.RuleIDs, err)
+		}
+	}
+}

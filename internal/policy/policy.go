@@ -81,8 +81,9 @@
 // each string of a list under such a key), and every integer there, read
 // as its decimal string (a tool may format it into a URL:
 // http://2852039166/ is 169.254.169.254); every string under address or
-// target that looks like a host (it contains ".", ":", "/" or "[", or is
-// a numeric or special name such as localhost or metadata); and every
+// target that looks like a host, leading and trailing whitespace aside
+// (it contains ".", ":", "/" or "[", or is a numeric or special name such
+// as localhost or metadata); and every
 // string that starts with a scheme ("scheme://" or "scheme:\\").
 //
 // Any other string is free text (a shell command, a script, a prompt)
