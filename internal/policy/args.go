@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -111,7 +112,7 @@ func decodeValue(dec *json.Decoder, depth int) (any, error) {
 }
 
 // Destination-bearing argument names (lower case). A string (or an
-// integer, as its decimal string) under a strong key is always
+// integral number, as its decimal string) under a strong key is always
 // classified; a string under a weak key only when it looks like a host.
 var (
 	strongKeys = map[string]bool{"url": true, "uri": true, "endpoint": true, "host": true, "hostname": true}
@@ -167,16 +168,28 @@ func (f *finder) walk(key string, v any, depth int) {
 			f.walk(key, x, depth+1)
 		}
 	case int64:
-		// A tool may format an integer host into a URL
-		// ("http://2852039166/" is 169.254.169.254).
-		if strongKeys[strings.ToLower(key)] {
-			f.budget--
-			if f.budget < 0 {
-				return
-			}
-			f.str(key, strconv.FormatInt(v, 10))
+		f.number(key, v)
+	case float64:
+		// JavaScript prints an integral float as an integer:
+		// `${2852039166.0}` is "2852039166".
+		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+			f.number(key, int64(v))
 		}
 	}
+}
+
+// number classifies an integer under a strong key as its decimal string:
+// a tool may format an integer host into a URL ("http://2852039166/" is
+// 169.254.169.254).
+func (f *finder) number(key string, v int64) {
+	if !strongKeys[strings.ToLower(key)] {
+		return
+	}
+	f.budget--
+	if f.budget < 0 {
+		return
+	}
+	f.str(key, strconv.FormatInt(v, 10))
 }
 
 func (f *finder) str(key, s string) {

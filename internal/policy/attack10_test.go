@@ -42,7 +42,9 @@ func TestAttack10NumericHost(t *testing.T) {
 		`{"host":2852039166,"port":80}`,
 		`{"hostname":2852039166}`,
 		`{"server":{"Host":[2852039166]}}`,
-		`{"host":167772161}`, // 10.0.0.1
+		`{"host":167772161}`,    // 10.0.0.1
+		`{"host":2852039166.0}`, // JavaScript prints it 2852039166
+		`{"url":2.852039166e9}`,
 	} {
 		d, err := e.Decide(context.Background(), nil, Call{Tool: "mcp__net__get", Args: json.RawMessage(args)})
 		if err != nil || d.Effect != Deny {

@@ -78,8 +78,9 @@
 // A call's destinations are found in its arguments, at every level of
 // nesting (up to the 64 levels arguments may have): every string under a
 // key named url, uri, endpoint, host or hostname (case-insensitive; also
-// each string of a list under such a key), and every integer there, read
-// as its decimal string (a tool may format it into a URL:
+// each string of a list under such a key), and every integral number
+// there (2852039166 or 2852039166.0), read as its decimal string (a tool
+// may format it into a URL:
 // http://2852039166/ is 169.254.169.254); every string under address or
 // target that looks like a host, leading and trailing whitespace aside
 // (it contains ".", ":", "/" or "[", or is a numeric or special name such
