@@ -98,7 +98,9 @@
 // unless it is, as a whole, a metadata URL. Other internal
 // addresses in free text are not denied (a dev server on localhost is
 // ordinary); nor can a text search see an address a command computes
-// ($(printf ...), variables, DNS names the agent controls): network
+// ($(printf ...), variables, bash brace expansion and curl's URL globbing
+// such as 169.254.169.{254,1} or 169.254.169.25[4-4], DNS names the
+// agent controls): network
 // policy around the sandbox is the enforcement, this is the record.
 //
 // # Destination classification
