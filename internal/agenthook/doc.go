@@ -43,6 +43,12 @@
 //     error the agent shows the user).
 //   - Nothing written carries the key, the token or a tool's arguments:
 //     reasons name the tool, rule ids, run, call and approval ids only.
+//   - The decision covers the tool_input this hook saw. Another pre-tool
+//     hook of the agent may rewrite the input after it (Claude Code and
+//     Codex updatedInput, Gemini CLI hookSpecificOutput.tool_input), and
+//     the agent then runs a call custody did not decide: install this
+//     hook where the agent's user and project settings cannot add others
+//     (Claude Code managed settings with allowManagedHooksOnly, say).
 //
 // # Format
 //
