@@ -45,6 +45,7 @@ type respEvent struct {
 	Delta       json.RawMessage `json:"delta"`
 	Arguments   json.RawMessage `json:"arguments"`
 	Input       json.RawMessage `json:"input"`
+	Name        string          `json:"name"` // arguments done: the use's name
 	Response    *respResponse   `json:"response"`
 	Code        json.RawMessage `json:"code"`
 	Error       *apiError       `json:"error"`
@@ -175,10 +176,15 @@ func (s *Scanner) responsesEvent(data []byte) {
 		s.respResponse(e.Response)
 		if e.Response != nil {
 			// A use still open ends with its item in the response's
-			// output, at its output index.
+			// output, at its output index; a use the stream never
+			// carried (it was resumed after it) is taken from there.
 			for i := range e.Response.Output {
-				if p, ok := s.open[int64(i)]; ok {
-					s.respDone(int64(i), p, &e.Response.Output[i])
+				it, k := &e.Response.Output[i], int64(i)
+				if p, ok := s.open[k]; ok {
+					s.respDone(k, p, it)
+				} else if kind, _ := respUseKind(it.Type); kind != respNone && s.respUnseen(k) {
+					s.respNote(k)
+					s.addRespItem(it)
 				}
 			}
 		}
@@ -190,21 +196,33 @@ func (s *Scanner) responsesEvent(data []byte) {
 			return
 		}
 		if kind, server := respUseKind(e.Item.Type); kind != respNone {
+			s.respNote(*e.OutputIndex)
 			p := s.begin(*e.OutputIndex, e.Item.id(), e.Item.name(), server)
 			p.str = kind == respString
 			p.builtin = kind == respBuiltin
 		}
-	case "response.function_call_arguments.delta", "response.custom_tool_call_input.delta",
-		"response.mcp_call_arguments.delta":
-		if p := s.respOpen(e.OutputIndex); p != nil {
+	case "response.function_call_arguments.delta":
+		if p := s.respUse(e.OutputIndex, respJSON, false, ""); p != nil {
 			s.respFragment(p, e.Delta, false)
 		}
-	case "response.function_call_arguments.done", "response.mcp_call_arguments.done":
-		if p := s.respOpen(e.OutputIndex); p != nil {
+	case "response.mcp_call_arguments.delta":
+		if p := s.respUse(e.OutputIndex, respJSON, true, ""); p != nil {
+			s.respFragment(p, e.Delta, false)
+		}
+	case "response.custom_tool_call_input.delta":
+		if p := s.respUse(e.OutputIndex, respString, false, ""); p != nil {
+			s.respFragment(p, e.Delta, false)
+		}
+	case "response.function_call_arguments.done":
+		if p := s.respUse(e.OutputIndex, respJSON, false, e.Name); p != nil {
+			s.respFragment(p, e.Arguments, true)
+		}
+	case "response.mcp_call_arguments.done":
+		if p := s.respUse(e.OutputIndex, respJSON, true, e.Name); p != nil {
 			s.respFragment(p, e.Arguments, true)
 		}
 	case "response.custom_tool_call_input.done":
-		if p := s.respOpen(e.OutputIndex); p != nil {
+		if p := s.respUse(e.OutputIndex, respString, false, e.Name); p != nil {
 			s.respFragment(p, e.Input, true)
 		}
 	case "response.output_item.done":
@@ -214,6 +232,9 @@ func (s *Scanner) responsesEvent(data []byte) {
 		}
 		p, ok := s.open[*e.OutputIndex]
 		if !ok {
+			if kind, _ := respUseKind(e.Item.Type); kind != respNone {
+				s.respNote(*e.OutputIndex)
+			}
 			s.addRespItem(e.Item) // a use never announced as added
 			return
 		}
@@ -228,9 +249,19 @@ func (s *Scanner) responsesEvent(data []byte) {
 }
 
 // respDone ends the open use p under key with its whole item (whose
-// arguments replace the deltas), if item is of p's kind.
+// arguments replace the deltas), if item is of p's kind. A use begun
+// from its arguments' events takes its id and name from item.
 func (s *Scanner) respDone(key int64, p *pending, item *respItem) {
 	kind, _ := respUseKind(item.Type)
+	if kind != respNone && p.slot >= 0 {
+		u := &s.res.Uses[p.slot]
+		if u.ID == "" {
+			u.ID, p.malformed = clip(item.id(), p.malformed)
+		}
+		if u.Name == "" {
+			u.Name, p.malformed = clip(item.name(), p.malformed)
+		}
+	}
 	switch {
 	case kind == respNone:
 		return // not the item p began with: left open
@@ -246,13 +277,63 @@ func (s *Scanner) respDone(key int64, p *pending, item *respItem) {
 	s.finish(key, p, false)
 }
 
-// respOpen is the open use at output index i.
-func (s *Scanner) respOpen(i *int64) *pending {
+// maxRespSeen bounds the output indexes of uses a Responses stream
+// notes as seen (see [Scanner.respUnseen]).
+const maxRespSeen = 4096
+
+// respUse is the open use at output index i of an event of its
+// arguments. If the stream carried no use at i (it was resumed after the
+// use's output_item.added, with starting_after), one of kind named name
+// begins there (a use so begun takes name once it is given); nil if i
+// is absent (Malformed) or its use has ended.
+func (s *Scanner) respUse(i *int64, kind int, server bool, name string) *pending {
 	if i == nil {
 		s.res.Malformed = true
 		return nil
 	}
-	return s.open[*i]
+	if p, ok := s.open[*i]; ok {
+		if name != "" && p.slot >= 0 && s.res.Uses[p.slot].Name == "" {
+			s.res.Uses[p.slot].Name, p.malformed = clip(name, p.malformed)
+		}
+		return p
+	}
+	if !s.respUnseen(*i) {
+		return nil
+	}
+	s.respNote(*i)
+	p := s.begin(*i, "", name, server)
+	p.str = kind == respString
+	return p
+}
+
+// respNote notes that the stream carried a use at output index i.
+func (s *Scanner) respNote(i int64) {
+	st := &s.state
+	if _, ok := st.respSeen[i]; ok {
+		return
+	}
+	if len(st.respSeen) >= maxRespSeen {
+		st.respFull = true
+		return
+	}
+	if st.respSeen == nil {
+		st.respSeen = make(map[int64]struct{})
+	}
+	st.respSeen[i] = struct{}{}
+}
+
+// respUnseen reports whether the stream carried no use at output index i
+// so far. Past maxRespSeen uses an index not noted may have held one: it
+// is not taken as unseen, and the Result is Malformed.
+func (s *Scanner) respUnseen(i int64) bool {
+	if _, ok := s.state.respSeen[i]; ok {
+		return false
+	}
+	if s.state.respFull {
+		s.res.Malformed = true
+		return false
+	}
+	return true
 }
 
 // respFragment appends (or, if whole, sets) arguments given as a JSON

@@ -90,6 +90,11 @@
 //	         response.completed, response.incomplete, response.failed
 //	         {"response"} (Complete; a use still open takes its whole item
 //	         from the response's output); error {"code"}
+//	  A stream may start mid-response (GET /v1/responses/{id}?stream=true
+//	  &starting_after=N): an arguments event at an output index that
+//	  carried no use begins one there (named by arguments.done's "name",
+//	  else by its output_item.done), and a use in the completed response's
+//	  output at an index that carried none is a use.
 //	  Items of type custom_tool_call ("input", a free-form string) are uses
 //	  with Args a JSON string; mcp_call items are uses with Server set.
 //	  The built-in tools the client runs are uses named by their item type
@@ -338,6 +343,11 @@ type formatState struct {
 	// index, per choice, and how many there were.
 	chatNoIndex map[int64]int64
 	chatSynth   int64
+	// Responses: the output indexes at which the stream carried a use
+	// (at most maxRespSeen; respFull: more were), so that one met only
+	// in a later event of a resumed stream is recorded, once.
+	respSeen map[int64]struct{}
+	respFull bool
 }
 
 // pending is a use whose arguments are still arriving.

@@ -1,0 +1,93 @@
+package tooluse
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// A Responses API stream need not start at the response's beginning: a
+// background response is streamed again with GET
+// /v1/responses/{id}?stream=true&starting_after=N, which sends only the
+// events after sequence number N. An agent that asks to start after a
+// use's output_item.added (or after all of its events) gets its
+// arguments, name and call_id from later events (arguments done,
+// output_item.done, the completed response's output) that the scanner
+// took for events of a use it never saw begin: the model.call recorded
+// no use and was not malformed, so the run reconciled clean.
+func TestAttack10ResponsesResumedStream(t *testing.T) {
+	completedFC := `event: response.completed` + "\n" + `data: {"type":"response.completed","sequence_number":9,"response":{"id":"resp_1","object":"response","status":"completed","model":"gpt-5","output":[` +
+		`{"id":"msg_1","type":"message","status":"completed","content":[{"type":"output_text","text":"ok"}],"role":"assistant"},` +
+		`{"id":"fc_1","type":"function_call","status":"completed","arguments":"{\"repo\":\"x\"}","call_id":"call_1","name":"delete_repo"}],` +
+		`"usage":{"input_tokens":5,"output_tokens":7}}}`
+	deltas := []string{
+		`event: response.function_call_arguments.delta` + "\n" + `data: {"type":"response.function_call_arguments.delta","sequence_number":6,"item_id":"fc_1","output_index":1,"delta":"{\"repo\":"}`,
+		`event: response.function_call_arguments.delta` + "\n" + `data: {"type":"response.function_call_arguments.delta","sequence_number":7,"item_id":"fc_1","output_index":1,"delta":"\"x\"}"}`,
+	}
+	argsDone := `event: response.function_call_arguments.done` + "\n" + `data: {"type":"response.function_call_arguments.done","sequence_number":8,"item_id":"fc_1","output_index":1,"name":"delete_repo","arguments":"{\"repo\":\"x\"}"}`
+	itemDone := `event: response.output_item.done` + "\n" + `data: {"type":"response.output_item.done","sequence_number":9,"output_index":1,"item":{"id":"fc_1","type":"function_call","status":"completed","arguments":"{\"repo\":\"x\"}","call_id":"call_1","name":"delete_repo"}}`
+	whole := Use{ID: "call_1", Name: "delete_repo", Args: args(`{"repo":"x"}`)}
+	for _, tc := range []struct {
+		name string
+		body string
+		want []Use
+	}{
+		{
+			name: "only the completed response",
+			body: sse(completedFC),
+			want: []Use{whole},
+		},
+		{
+			name: "deltas, arguments done, cut",
+			body: sse(append(deltas, argsDone)...),
+			want: []Use{{Name: "delete_repo", Malformed: true}},
+		},
+		{
+			name: "deltas, cut",
+			body: sse(deltas...),
+			want: []Use{{Malformed: true}},
+		},
+		{
+			name: "deltas, arguments done, item done, completed",
+			body: sse(append(deltas, argsDone, itemDone, completedFC)...),
+			want: []Use{whole},
+		},
+		{
+			name: "whole stream: a use is not counted twice",
+			body: sse(
+				`event: response.output_item.added`+"\n"+`data: {"type":"response.output_item.added","sequence_number":5,"output_index":1,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_1","name":"delete_repo"}}`,
+				deltas[0], deltas[1], argsDone, itemDone, completedFC),
+			want: []Use{whole},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := scan(OpenAIResponses, ctSSE, Limits{}, tc.body)
+			if !same(Result{Uses: r.Uses}, Result{Uses: tc.want}) {
+				t.Fatalf("Result() =\n%s\nwant uses %+v", show(r), tc.want)
+			}
+			// Split invariance holds for these bodies too.
+			for i := 0; i <= len(tc.body); i += 13 {
+				if got := scan(OpenAIResponses, ctSSE, Limits{}, tc.body[:i], tc.body[i:]); !same(got, r) {
+					t.Fatalf("split at %d: Result() =\n%s\nwant\n%s", i, show(got), show(r))
+				}
+			}
+		})
+	}
+}
+
+// TestAttack10ResponsesSeenBound: a stream that announces more uses than
+// the scanner follows the indexes of, then completes with a use it never
+// announced, cannot be told apart from one that announced it: the Result
+// is Malformed rather than clean.
+func TestAttack10ResponsesSeenBound(t *testing.T) {
+	var events []string
+	for i := range maxRespSeen + 1 {
+		events = append(events, `data: {"type":"response.output_item.done","output_index":`+strconv.Itoa(i)+`,"item":{"type":"function_call","call_id":"c","name":"f","arguments":"{}"}}`)
+	}
+	events = append(events, `data: {"type":"response.completed","response":{"status":"completed","output":[`+
+		strings.Repeat(`{"type":"message"},`, maxRespSeen+1)+`{"type":"function_call","call_id":"hidden","name":"g","arguments":"{}"}]}}`)
+	r := scan(OpenAIResponses, ctSSE, Limits{}, sse(events...))
+	if !r.Malformed {
+		t.Fatalf("Result().Malformed = false with %d uses, %d dropped; want true", len(r.Uses), r.Dropped)
+	}
+}
