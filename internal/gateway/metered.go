@@ -57,7 +57,8 @@ func readsEarlier(f tooluse.Format, method, rest string) bool {
 // for), and rewritten where a maximum output or stream usage is added.
 // A Gemini request's response field mask is taken off (see
 // plainGeminiResponse); one asking for a response format the meter
-// cannot read is refused under a budget.
+// cannot read is refused under a budget, and so is a Responses API
+// background request (see shapeBody).
 // Under an output limit, a request to a generating endpoint whose format
 // the meter cannot read (OpenAI's legacy /v1/completions, Anthropic's
 // /v1/complete) is refused: nothing would bound or count its output.
@@ -121,7 +122,9 @@ func (g *Gateway) beginMetering(ctx context.Context, cancel context.CancelCauseF
 // reports), output tokens its declared maximum. Under an output limit a
 // body that declares no maximum (or 0) gets the meter's default one, or
 // is refused (Anthropic, whose max_tokens is required); an OpenAI
-// chat stream that does not ask for its usage is made to.
+// chat stream that does not ask for its usage is made to. A Responses
+// body asking for a background response is refused under a budget (its
+// usage is never reported to the request that made it).
 func (g *Gateway) shapeBody(rc *recording, body []byte, budgets []metering.Budget, est metering.Usage) ([]byte, metering.Usage, error) {
 	est.InputTokens = (int64(len(body)) + 3) / 4
 	if len(budgets) == 0 && !bytes.Contains(body, []byte(`"stream"`)) {
@@ -133,6 +136,11 @@ func (g *Gateway) shapeBody(rc *recording, body []byte, budgets []metering.Budge
 			return nil, est, ErrUnmeterable
 		}
 		return body, est, nil
+	}
+	if ri.Background && len(budgets) > 0 {
+		// Generated after the answer, its usage reported only to a
+		// retrieve (which counts one request): nothing would count it.
+		return nil, est, ErrUnmeterable
 	}
 	est.OutputTokens = ri.MaxOutput
 	if !ri.HasMaxOutput && limitsOutput(budgets) && rc.format == tooluse.Anthropic {

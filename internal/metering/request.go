@@ -35,6 +35,11 @@ type RequestInfo struct {
 	IncludeUsage bool
 	// StreamOptions: an OpenAI chat body has a stream_options member.
 	StreamOptions bool
+	// Background: a Responses body's "background" is true. Such a
+	// response is generated after the request is answered (status
+	// queued, usage null), and a client that cuts its stream leaves it
+	// running: what it uses is reported only to a later retrieve.
+	Background bool
 	// OK: the body is one JSON object whose members named above are of
 	// the expected types and not given twice (in any letter case). A body
 	// that is not OK is refused when a budget applies: what it asks for
@@ -218,6 +223,7 @@ func Inspect(f tooluse.Format, body []byte) RequestInfo {
 	case tooluse.OpenAIResponses:
 		max, has = get(ms, body, "max_output_tokens")
 		ri.Stream = getBool(ms, body, "stream")
+		ri.Background = getBool(ms, body, "background")
 	case tooluse.Gemini:
 		if m, found, dup := findAny(ms, geminiConfig...); dup {
 			bad = true
