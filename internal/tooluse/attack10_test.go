@@ -91,3 +91,33 @@ func TestAttack10ResponsesSeenBound(t *testing.T) {
 		t.Fatalf("Result().Malformed = false with %d uses, %d dropped; want true", len(r.Uses), r.Dropped)
 	}
 }
+
+// The Gemini SDKs read the last response of an event stream that ends
+// without a blank line: go-genai splits the stream at blank lines and
+// returns "a final, non-terminated line" at EOF; google-genai (Python)
+// reads each data line alone. The scanner, as the event stream
+// standard says, did not dispatch that event, and the Result was neither
+// holding its function call nor Malformed. The gateway passes on what an
+// upstream that closes cleanly sent last, terminated or not.
+func TestAttack10GeminiUnterminatedLastEvent(t *testing.T) {
+	last := `data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"rm","args":{"path":"/"}}}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":3},"modelVersion":"gemini-2.5-pro"}`
+	first := "data: " + geminiChunks[0] + "\r\n\r\n"
+	want := []Use{{Name: "rm", Args: args(`{"path":"/"}`)}}
+	for _, end := range []string{"", "\r\n", "\n", "\r"} {
+		body := first + last + end
+		r := scan(Gemini, ctSSE, Limits{}, body)
+		if !same(Result{Uses: r.Uses}, Result{Uses: want}) || !r.Complete || r.Usage.OutputTokens != 3 {
+			t.Errorf("ending %q: Result() =\n%s\nwant the call to rm, complete, 3 output tokens", end, show(r))
+		}
+		for i := 0; i <= len(body); i += 11 {
+			if got := scan(Gemini, ctSSE, Limits{}, body[:i], body[i:]); !same(got, r) {
+				t.Fatalf("ending %q, split at %d: Result() =\n%s\nwant\n%s", end, i, show(got), show(r))
+			}
+		}
+	}
+	// A cut one is read as far as it goes: its JSON does not end.
+	r := scan(Gemini, ctSSE, Limits{}, first+last[:len(last)-40])
+	if len(r.Uses) != 0 || !r.Malformed || r.Complete {
+		t.Errorf("cut last event: Result() =\n%s\nwant no use, Malformed, not Complete", show(r))
+	}
+}

@@ -23,6 +23,22 @@ type sseParser struct {
 	// Gemini SDKs read such a line as an error response, and the gateway
 	// ends a Gemini stream it cuts with one.
 	jsonLines bool
+	// endEvent: when the stream ends, a last line and event not ended
+	// (by a line end, by a blank line) are taken as ended and the event
+	// dispatched ([sseParser.end]), as the Gemini SDKs read a stream.
+	endEvent bool
+}
+
+// end ends the stream (see sseParser.endEvent).
+func (s *sseParser) end(emit func([]byte)) {
+	if !s.endEvent {
+		return
+	}
+	if len(s.line) > 0 || s.lineOver {
+		s.handleLine(s.line, emit)
+		s.line, s.lineOver = s.line[:0], false
+	}
+	s.handleLine(nil, emit)
 }
 
 // write consumes p, calling emit with each dispatched event's data. The
