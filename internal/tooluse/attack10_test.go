@@ -121,3 +121,58 @@ func TestAttack10GeminiUnterminatedLastEvent(t *testing.T) {
 		t.Errorf("cut last event: Result() =\n%s\nwant no use, Malformed, not Complete", show(r))
 	}
 }
+
+// The SDKs read member names exactly (Python and TypeScript dicts, the Go
+// SDKs' apijson): "Content_Block" is another member than "content_block".
+// encoding/json matched them in any letter case, and took the last: a
+// body that names a tool use under the right name and something else
+// under another spelling after it was read as holding no use, and not
+// as Malformed, while a client saw the use. (A member given twice under
+// the same name is read differently by parsers too: Python's and
+// TypeScript's take the last, gjson, which the Go SDKs discriminate
+// unions with, the first.) Either the use is recorded or the Result is
+// Malformed.
+func TestAttack10MemberNames(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		f    Format
+		ct   string
+		body string
+	}{
+		{"anthropic sse content_block", Anthropic, ctSSE, sse(
+			`event: content_block_start`+"\n"+`data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"rm","input":{"path":"/"}},"Content_Block":{"type":"text","text":""}}`,
+			`event: content_block_stop`+"\n"+`data: {"type":"content_block_stop","index":0}`,
+			`event: message_stop`+"\n"+`data: {"type":"message_stop"}`)},
+		{"anthropic sse block type", Anthropic, ctSSE, sse(
+			`event: content_block_start`+"\n"+`data: {"type":"content_block_start","index":0,"content_block":{"type":"tool_use","TYPE":"text","id":"toolu_1","name":"rm","input":{"path":"/"}}}`,
+			`event: content_block_stop`+"\n"+`data: {"type":"content_block_stop","index":0}`)},
+		{"anthropic json content", Anthropic, ctJSON,
+			`{"type":"message","content":[{"type":"tool_use","id":"toolu_1","name":"rm","input":{"path":"/"}}],"Content":[],"stop_reason":"tool_use"}`},
+		{"anthropic json same name twice", Anthropic, ctJSON,
+			`{"type":"message","content":[{"type":"tool_use","type":"text","id":"toolu_1","name":"rm","input":{"path":"/"}}]}`},
+		{"chat sse delta", OpenAIChat, ctSSE, sse(
+			`data: {"model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"rm","arguments":"{\"path\":\"/\"}"}}]},"Delta":{},"finish_reason":"tool_calls"}]}`,
+			`data: [DONE]`)},
+		{"chat json tool_calls", OpenAIChat, ctJSON,
+			`{"model":"m","choices":[{"index":0,"message":{"role":"assistant","tool_calls":[{"id":"call_1","type":"function","function":{"name":"rm","arguments":"{\"path\":\"/\"}"}}],"Tool_Calls":null},"finish_reason":"tool_calls"}]}`},
+		{"responses sse item", OpenAIResponses, ctSSE, sse(
+			`data: {"type":"response.output_item.done","output_index":0,"item":{"id":"fc_1","type":"function_call","call_id":"call_1","name":"rm","arguments":"{\"path\":\"/\"}"},"Item":{"type":"message"}}`)},
+		{"responses json output", OpenAIResponses, ctJSON,
+			`{"status":"completed","output":[{"type":"function_call","call_id":"call_1","name":"rm","arguments":"{\"path\":\"/\"}"}],"OUTPUT":[]}`},
+		{"gemini sse functionCall", Gemini, ctSSE, sse(
+			`data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"rm","args":{"path":"/"}},"FunctionCall":null}],"role":"model"},"finishReason":"STOP"}],"modelVersion":"g"}`)},
+		{"gemini json candidates", Gemini, ctJSON,
+			`{"candidates":[{"content":{"parts":[{"functionCall":{"name":"rm","args":{"path":"/"}}}],"role":"model"},"finishReason":"STOP"}],"Candidates":[]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := scan(tc.f, tc.ct, Limits{}, tc.body)
+			found := false
+			for _, u := range r.Uses {
+				found = found || u.Name == "rm"
+			}
+			if !found && !r.Malformed {
+				t.Errorf("Result() =\n%s\nwant the call to rm, or Malformed", show(r))
+			}
+		})
+	}
+}

@@ -26,9 +26,12 @@
 //
 // The scanner records what a provider that writes its documented format
 // sent; it is no defense against a provider hiding a tool use from it.
-// Events are read with encoding/json, which takes the last of duplicate
-// members and matches member names in any letter case, so a body written
-// to be read one way by a client and another way here could be.
+// Events are read as the SDKs read them in one respect that matters
+// here: member names are matched exactly (encoding/json matches them in
+// any letter case, so that "Content_Block" after "content_block" would
+// have replaced it); and a member name given twice in one object, which
+// parsers read differently (the last, the first), makes the event or
+// document unreadable (Malformed).
 // Text deltas, most of a stream, are recognized byte for byte (Anthropic
 // text and thinking deltas, chat completion chunks with only content,
 // Responses text delta events, Gemini responses with only text and
@@ -134,6 +137,9 @@ import (
 	"encoding/json"
 	"io"
 	"strings"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/agentcustody/custody/verify"
 )
@@ -479,9 +485,11 @@ func (s *Scanner) element(data []byte) {
 }
 
 // unmarshal decodes data into v, marking the Result Malformed if it
-// cannot.
+// cannot. Member names are matched exactly, as the SDKs read them, and a
+// name given twice in an object makes data unreadable (parsers differ on
+// which one counts).
 func (s *Scanner) unmarshal(data []byte, v any) bool {
-	if err := json.Unmarshal(data, v); err != nil {
+	if err := jsonv2.Unmarshal(data, v, jsontext.AllowInvalidUTF8(true)); err != nil {
 		s.res.Malformed = true
 		return false
 	}
