@@ -1,6 +1,8 @@
 package tooluse
 
 import (
+	"bytes"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -174,5 +176,36 @@ func TestAttack10MemberNames(t *testing.T) {
 				t.Errorf("Result() =\n%s\nwant the call to rm, or Malformed", show(r))
 			}
 		})
+	}
+}
+
+// A JSON body labelled text/event-stream: the scanner read it as an
+// event stream, found no data field in it (its lines are fields the
+// standard ignores, or one line the body ends in) and reported nothing,
+// not Malformed; the Python SDKs read a non-stream answer as JSON
+// whatever its Content-Type says, and gave the client its tool use.
+// A line that is no field a provider writes (data, event, id, retry, a
+// comment) now makes the Result Malformed, and the line or event the
+// body ends in is read as ended.
+func TestAttack10JSONLabelledEventStream(t *testing.T) {
+	compact := map[Format]string{
+		Anthropic:       `{"type":"message","model":"m","content":[{"type":"tool_use","id":"toolu_1","name":"rm","input":{"path":"/"}}],"stop_reason":"tool_use"}`,
+		OpenAIChat:      `{"model":"m","choices":[{"index":0,"message":{"tool_calls":[{"id":"call_1","type":"function","function":{"name":"rm","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`,
+		OpenAIResponses: `{"model":"m","status":"completed","output":[{"type":"function_call","call_id":"call_1","name":"rm","arguments":"{}"}]}`,
+	}
+	for f, body := range compact {
+		var pretty bytes.Buffer
+		if err := json.Indent(&pretty, []byte(body), "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		for name, b := range map[string]string{
+			"compact": body, "compact, LF": body + "\n", "compact, blank line": body + "\n\n",
+			"pretty": pretty.String(), "pretty, LF": pretty.String() + "\n",
+		} {
+			r := scan(f, ctSSE, Limits{}, b)
+			if len(r.Uses) == 0 && !r.Malformed {
+				t.Errorf("%v %s: Result() =\n%s\nwant a use or Malformed", f, name, show(r))
+			}
+		}
 	}
 }

@@ -23,17 +23,13 @@ type sseParser struct {
 	// Gemini SDKs read such a line as an error response, and the gateway
 	// ends a Gemini stream it cuts with one.
 	jsonLines bool
-	// endEvent: when the stream ends, a last line and event not ended
-	// (by a line end, by a blank line) are taken as ended and the event
-	// dispatched ([sseParser.end]), as the Gemini SDKs read a stream.
-	endEvent bool
 }
 
-// end ends the stream (see sseParser.endEvent).
+// end ends the stream: a last line and event not ended (by a line end,
+// by a blank line) are taken as ended and the event dispatched, as the
+// Gemini SDKs read a stream (the others drop such an event: a use in it
+// is recorded all the same).
 func (s *sseParser) end(emit func([]byte)) {
-	if !s.endEvent {
-		return
-	}
 	if len(s.line) > 0 || s.lineOver {
 		s.handleLine(s.line, emit)
 		s.line, s.lineOver = s.line[:0], false
@@ -118,8 +114,16 @@ func (s *sseParser) handleLine(line []byte, emit func([]byte)) {
 			value = value[1:]
 		}
 	}
-	if string(field) != "data" {
-		return // event, id, retry and unknown fields do not matter here
+	switch string(field) {
+	case "data":
+	case "event", "id", "retry":
+		return // they do not matter here
+	default:
+		// No provider writes another field: the body may be no event
+		// stream at all (a JSON body labelled as one, which the Python
+		// SDKs read as JSON).
+		s.malformed = true
+		return
 	}
 	if s.over {
 		return

@@ -45,9 +45,13 @@
 // interpretation": lines end in LF, CRLF or CR; a leading U+FEFF is
 // dropped; a line starting with ":" is a comment; "data:" values (one
 // leading space removed) are joined with LF; a blank line dispatches the
-// event; an event not ended by a blank line when the body ends is not
-// dispatched (except in a Gemini stream, see below). Each event's data
-// is one JSON document:
+// event; the event (and line) the body ends in is taken as ended when
+// the body ends, and dispatched (the Gemini SDKs read it; the others do
+// not, and a use in it is recorded all the same); a line with a field
+// other than data, event, id and retry (none a provider writes, but a
+// line of a JSON body labelled as an event stream, which the Python
+// SDKs read as JSON) makes the Result Malformed. Each event's data is
+// one JSON document:
 //
 //	Anthropic (Messages API, POST /v1/messages)
 //	  JSON   {"model","stop_reason","usage":{"input_tokens","output_tokens",
@@ -114,10 +118,9 @@
 //	         "content":{"parts":[{"functionCall":{"id","name","args":{...}}}]}}]}
 //	         or, streamed without alt=sse, a JSON array of such objects
 //	  SSE    data: {...} each a whole GenerateContentResponse; a line that is
-//	         a JSON object, not a field ({"error":{...}}), is read as a response;
-//	         an event the body ends in without a blank line is dispatched (the
-//	         Gemini SDKs read it: go-genai takes the rest of the body as the
-//	         last event, google-genai reads each data line alone)
+//	         a JSON object, not a field ({"error":{...}}), is read as a response
+//	         (go-genai takes the rest of the body as its last event,
+//	         google-genai reads each data line alone)
 //	  A functionCall part is a whole use (absent args are {}); one carrying
 //	  Vertex AI's partialArgs is Malformed. executableCode parts (code the
 //	  provider runs) are not uses. Each usageMetadata replaces the
@@ -389,7 +392,7 @@ func NewScanner(f Format, contentType string, l Limits) *Scanner {
 	s := &Scanner{f: f, lim: l}
 	ct, _, _ := strings.Cut(contentType, ";")
 	if strings.EqualFold(strings.TrimSpace(ct), "text/event-stream") {
-		s.sse = &sseParser{max: l.MaxJSON, first: true, jsonLines: f == Gemini, endEvent: f == Gemini}
+		s.sse = &sseParser{max: l.MaxJSON, first: true, jsonLines: f == Gemini}
 		s.res.Stream = true
 		s.emit = s.event
 	} else {
@@ -420,7 +423,7 @@ func (s *Scanner) Write(p []byte) (int, error) {
 func (s *Scanner) Usage() (Usage, bool) { return s.res.Usage, s.res.HasUsage }
 
 // Result ends the body: uses whose arguments are still open are finished
-// as Malformed (the body was cut), a JSON body is parsed, and a Gemini
+// as Malformed (the body was cut), a JSON body is parsed, and an event
 // stream's last event is dispatched even if no blank line ended it.
 // Later calls return the same Result and later Writes are ignored.
 func (s *Scanner) Result() Result {

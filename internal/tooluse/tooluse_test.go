@@ -89,6 +89,7 @@ var scanCases = []scanCase{
 			Uses:  []Use{{ID: "toolu_01T1x1fJ34qAmk2tNTrN7Up6", Name: "get_weather", Malformed: true}},
 			Usage: Usage{InputTokens: 472, OutputTokens: 2, CacheReadTokens: 100}, HasUsage: true,
 			Model: "claude-sonnet-4-5-20250929", Stream: true,
+			Malformed: true, // the event it was cut in does not parse
 		},
 	},
 	{
@@ -169,6 +170,7 @@ var scanCases = []scanCase{
 		want: Result{
 			Uses:  []Use{{ID: "call_DdmO9pD3xa9XTPNJ32zg2hcA", Name: "get_weather", Malformed: true}},
 			Model: "gpt-4o-2024-08-06", Stream: true,
+			Malformed: true, // the event it was cut in does not parse
 		},
 	},
 	{
@@ -208,6 +210,7 @@ var scanCases = []scanCase{
 		want: Result{
 			Uses:  []Use{{ID: "call_1", Name: "get_weather", Malformed: true}},
 			Model: "gpt-4.1-2025-04-14", StopReason: "in_progress", Stream: true,
+			Malformed: true, // the event it was cut in does not parse
 		},
 	},
 	{
@@ -374,12 +377,13 @@ var scanCases = []scanCase{
 	{
 		name: "sse details", f: OpenAIChat, ct: ctSSE, ends: true,
 		// A BOM, comments, no space after "data:", data split over lines,
-		// unknown fields, an event without data, a final event without
-		// its blank line (never dispatched).
+		// an unknown field (Malformed), an event without data, a final
+		// event without its blank line (dispatched at the end).
 		body: "\ufeff: keep-alive\nretry: 1000\nid: 7\n\nevent: x\nfoo: bar\ndata:{\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c\",\n" +
 			"data: \"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":\\\"\\\\n\\\"}\"}}]},\"finish_reason\":\"stop\"}]}\n\n" +
 			"data: {\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":2}}\n",
-		want: Result{Uses: []Use{{ID: "c", Name: "f", Args: args(`{"a":"\n"}`)}}, Model: "m", StopReason: "stop", Stream: true},
+		want: Result{Uses: []Use{{ID: "c", Name: "f", Args: args(`{"a":"\n"}`)}}, Model: "m", StopReason: "stop", Stream: true,
+			Usage: Usage{InputTokens: 1, OutputTokens: 2}, HasUsage: true, Malformed: true},
 	},
 	{
 		name: "empty body", f: Anthropic, ct: ctJSON, body: "",
