@@ -96,6 +96,24 @@ func (s *Scanner) anthropicBody(data []byte) {
 	}
 }
 
+// anthBegin begins the use of content block b at index, if b is a tool
+// use, with b's input as its arguments unless deltas replace them.
+func (s *Scanner) anthBegin(index int64, b *anthBlock) *pending {
+	use, server := isAnthUse(b.Type)
+	if !use {
+		return nil
+	}
+	p := s.begin(index, b.ID, b.Name, server)
+	if len(bytes.TrimSpace(b.Input)) > 0 && p.slot >= 0 {
+		if len(b.Input) > s.lim.MaxArgs {
+			p.startOver = true
+		} else {
+			p.start = append([]byte(nil), b.Input...)
+		}
+	}
+	return p
+}
+
 // anthropicEvent handles one Messages API stream event.
 func (s *Scanner) anthropicEvent(data []byte) {
 	if isAnthTextDelta(data) {
@@ -110,23 +128,21 @@ func (s *Scanner) anthropicEvent(data []byte) {
 		if e.Message != nil {
 			s.setModel(e.Message.Model)
 			s.anthUsage(e.Message.Usage)
+			// The SDKs take this message as the message so far: a
+			// tool use in its content is one, which later events at
+			// its index continue.
+			for i := range e.Message.Content {
+				if p := s.anthBegin(int64(i), &e.Message.Content[i]); p != nil {
+					p.whole = true
+				}
+			}
 		}
 	case "content_block_start":
 		if e.Index == nil || e.ContentBlock == nil {
 			s.res.Malformed = true
 			return
 		}
-		b := e.ContentBlock
-		if use, server := isAnthUse(b.Type); use {
-			p := s.begin(*e.Index, b.ID, b.Name, server)
-			if len(bytes.TrimSpace(b.Input)) > 0 && p.slot >= 0 {
-				if len(b.Input) > s.lim.MaxArgs {
-					p.startOver = true
-				} else {
-					p.start = append([]byte(nil), b.Input...)
-				}
-			}
-		}
+		s.anthBegin(*e.Index, e.ContentBlock)
 	case "content_block_delta":
 		if e.Index == nil || e.Delta == nil {
 			s.res.Malformed = true

@@ -209,3 +209,37 @@ func TestAttack10JSONLabelledEventStream(t *testing.T) {
 		}
 	}
 }
+
+// The SDKs take message_start's message as the message so far, content
+// included (Python's and TypeScript's accumulators return it as the
+// snapshot; Go's Accumulate assigns it): a tool_use block in it is in
+// the client's message, and later events at its index continue it. The
+// scanner read only the model and usage of message_start.
+func TestAttack10AnthropicMessageStartContent(t *testing.T) {
+	start := `event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"claude-x","content":[{"type":"tool_use","id":"toolu_1","name":"rm","input":{"path":"/"}}],"usage":{"input_tokens":3,"output_tokens":1}}}`
+	stop := `event: message_stop` + "\n" + `data: {"type":"message_stop"}`
+	for _, tc := range []struct {
+		name string
+		body string
+		want []Use
+	}{
+		{"stopped", sse(start, `event: content_block_stop`+"\n"+`data: {"type":"content_block_stop","index":0}`, stop),
+			[]Use{{ID: "toolu_1", Name: "rm", Args: args(`{"path":"/"}`)}}},
+		{"continued by deltas", sse(start,
+			`event: content_block_delta`+"\n"+`data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"path\":\"/etc\"}"}}`,
+			`event: content_block_stop`+"\n"+`data: {"type":"content_block_stop","index":0}`, stop),
+			[]Use{{ID: "toolu_1", Name: "rm", Args: args(`{"path":"/etc"}`)}}},
+		{"never stopped (whole as it came)", sse(start, stop), []Use{{ID: "toolu_1", Name: "rm", Args: args(`{"path":"/"}`)}}},
+		{"cut", sse(start), []Use{{ID: "toolu_1", Name: "rm", Args: args(`{"path":"/"}`)}}},
+		{"continued, cut", sse(start,
+			`event: content_block_delta`+"\n"+`data: {"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"path\""}}`),
+			[]Use{{ID: "toolu_1", Name: "rm", Malformed: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := scan(Anthropic, ctSSE, Limits{}, tc.body)
+			if !same(Result{Uses: r.Uses}, Result{Uses: tc.want}) {
+				t.Errorf("Result() =\n%s\nwant uses %+v", show(r), tc.want)
+			}
+		})
+	}
+}

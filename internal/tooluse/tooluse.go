@@ -57,7 +57,9 @@
 //	  JSON   {"model","stop_reason","usage":{"input_tokens","output_tokens",
 //	         "cache_creation_input_tokens","cache_read_input_tokens"},
 //	         "content":[{"type":"tool_use","id","name","input":{...}},...]}
-//	  SSE    message_start {"message":{"model","usage"}};
+//	  SSE    message_start {"message":{"model","usage","content"}} (a tool use
+//	         in its content, as the SDKs take it, is one: whole unless
+//	         events at its index continue it);
 //	         content_block_start {"index","content_block":{"type":"tool_use","id","name","input":{}}};
 //	         content_block_delta {"index","delta":{"type":"input_json_delta","partial_json"}};
 //	         content_block_stop {"index"}; message_delta {"delta":{"stop_reason"},"usage"}
@@ -369,6 +371,7 @@ type pending struct {
 	args      []byte
 	start     []byte // Anthropic: content_block_start input, used if no delta came
 	startOver bool   // start was over MaxArgs
+	whole     bool   // Anthropic: start is whole (message_start content): ending unstopped is no cut
 	gotDelta  bool
 	truncated bool
 	malformed bool
@@ -591,6 +594,7 @@ func (s *Scanner) finish(key int64, p *pending, cut bool) {
 	args, truncated := p.args, p.truncated
 	if !p.gotDelta && (p.start != nil || p.startOver) {
 		args, truncated = p.start, p.startOver
+		cut = cut && !p.whole
 	}
 	s.setUse(p.slot, args, truncated, p.malformed || cut, p.str)
 }
