@@ -27,7 +27,7 @@ func TestAttack10RecorderSeesHiddenUses(t *testing.T) {
 			name: "gemini stream without its last blank line", provider: "gemini", method: "POST",
 			path: "/gemini/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", ct: "text/event-stream",
 			upstream: `data: {"candidates":[{"content":{"parts":[{"functionCall":{"name":"rm","args":{"path":"/"}}}],"role":"model"},"finishReason":"STOP","index":0}],"modelVersion":"gemini-2.5-pro"}`,
-			tool: "rm",
+			tool:     "rm",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
