@@ -10,6 +10,13 @@
 //	-----BEGIN PRIVATE KEY-----
 //	MC4CAQAwBQYDK2VwBCIEIP...
 //	-----END PRIVATE KEY-----
+//
+// An existing file (after following symlinks, as a Kubernetes Secret
+// volume has them) is refused with [ErrPermissions] if others may read it
+// or anyone but its owner may write it (any of mode 0o026): a key others
+// can read signs for them, and one others can write is theirs from the
+// next start. A Secret mounted with defaultMode 0400 or 0440 passes. The
+// mode is that of the file read, not of a path looked up again.
 package keyfile
 
 import (
@@ -19,18 +26,53 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
 
+// ErrPermissions is returned (wrapped, with the file's name and mode) for
+// a key file that others may read or anyone but its owner may write.
+var ErrPermissions = errors.New("key file is readable by others or writable by group or others")
+
+// badPerm are the mode bits a key file must not have: read by others,
+// write by group or others.
+const badPerm = 0o026
+
+// maxKeyFile bounds what is read of a key file; a PEM Ed25519 key is
+// 119 bytes.
+const maxKeyFile = 64 << 10
+
+// readKey reads the key file at path, refusing it (before reading) if its
+// mode has any of badPerm. The mode checked is the open file's.
+func readKey(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&badPerm != 0 {
+		return nil, fmt.Errorf("%s (mode %v): %w", path, fi.Mode().Perm(), ErrPermissions)
+	}
+	return io.ReadAll(io.LimitReader(f, maxKeyFile))
+}
+
 // LoadOrCreateEd25519 returns the Ed25519 private key in the PEM file at
 // path. If the file does not exist it generates a key and writes it there
 // with mode 0600 (creating the directory with 0700), atomically: of two
-// concurrent callers, one's key wins and both return it.
+// concurrent callers, one's key wins and both return it. An existing file
+// with a mode others may read or write fails with [ErrPermissions].
 func LoadOrCreateEd25519(path string) (ed25519.PrivateKey, error) {
-	b, err := os.ReadFile(path)
+	b, err := readKey(path)
 	if err == nil {
 		return Parse(b)
+	}
+	if errors.Is(err, ErrPermissions) {
+		return nil, err
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("read key: %w", err)
@@ -67,7 +109,7 @@ func LoadOrCreateEd25519(path string) (ed25519.PrivateKey, error) {
 	// error, not a reason to try again.
 	if err := os.Link(tmp.Name(), path); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			b, rerr := os.ReadFile(path)
+			b, rerr := readKey(path)
 			if rerr != nil {
 				return nil, fmt.Errorf("key %s exists but cannot be read: %w", path, rerr)
 			}
