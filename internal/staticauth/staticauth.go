@@ -15,10 +15,16 @@
 //	    session: laptop
 //
 // sha256 is the lowercase hex SHA-256 of the token's bytes (as printed by
-// `printf %s "$TOKEN" | sha256sum`). The file is read again when its
-// modification time or size changes, so entries can be added or removed
-// without a restart; a file that fails to parse keeps the last good
-// entries and is logged; a deleted file accepts no token until it is back.
+// `printf %s "$TOKEN" | sha256sum`). The file (after symlinks) is read
+// again when it changes, so entries can be added or removed without a
+// restart: when its device, inode, size, modification time or change
+// time differs from the last read, and on every exchange while its
+// change time is within two seconds of the read (a write in the same
+// clock tick leaves them all as they were), so that a file replaced by
+// one of the same size and modification time (cp -p, rsync -a, tar, a
+// Nix store path) is still read. A file that fails to parse keeps the
+// last good entries and is logged; a deleted file accepts no token until
+// it is back.
 package staticauth
 
 import (
@@ -32,6 +38,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -92,8 +99,38 @@ type Authenticator struct {
 
 	mu      sync.Mutex
 	entries map[[32]byte]apikey.Identity
-	modTime time.Time
-	size    int64
+	// read is the stamp of the file entries came from; zero when the
+	// file must be read again at the next exchange.
+	read fileStamp
+}
+
+// fileStamp is what tells a changed token file: a file put in its place,
+// or written, has another of these.
+type fileStamp struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64 // Unix nanoseconds
+}
+
+// racyWindow is how recent a file's change time must be for its stamp
+// not to be trusted: a write within the same clock tick as the read
+// (timestamps are taken from a coarse clock) leaves the stamp unchanged.
+const racyWindow = 2 * time.Second
+
+// stampOf returns fi's stamp, and false when it cannot be told apart from
+// a later write (its change time is within racyWindow of now, or the
+// platform gives no change time).
+func stampOf(fi os.FileInfo, now time.Time) (fileStamp, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileStamp{}, false
+	}
+	ctime := time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec))
+	s := fileStamp{
+		dev: uint64(st.Dev), ino: uint64(st.Ino), size: fi.Size(),
+		mtime: fi.ModTime().UnixNano(), ctime: ctime.UnixNano(),
+	}
+	return s, now.Sub(ctime) >= racyWindow
 }
 
 var _ apikey.Authenticator = (*Authenticator)(nil)
@@ -115,13 +152,14 @@ func (a *Authenticator) reload() error {
 	fi, err := os.Stat(a.path)
 	if errors.Is(err, fs.ErrNotExist) && a.entries != nil {
 		// Deleting the file revokes every entry: fail closed.
-		a.entries, a.modTime, a.size = map[[32]byte]apikey.Identity{}, time.Time{}, -1
+		a.entries, a.read = map[[32]byte]apikey.Identity{}, fileStamp{}
 		return fmt.Errorf("staticauth: %w; no static tokens accepted until it is back", err)
 	}
 	if err != nil {
 		return fmt.Errorf("staticauth: %w", err)
 	}
-	if a.entries != nil && fi.ModTime().Equal(a.modTime) && fi.Size() == a.size {
+	stamp, settled := stampOf(fi, time.Now())
+	if a.entries != nil && a.read != (fileStamp{}) && stamp == a.read {
 		return nil
 	}
 	data, err := os.ReadFile(a.path)
@@ -132,7 +170,10 @@ func (a *Authenticator) reload() error {
 	if err != nil {
 		return err
 	}
-	a.entries, a.modTime, a.size = entries, fi.ModTime(), fi.Size()
+	a.entries, a.read = entries, fileStamp{}
+	if settled {
+		a.read = stamp
+	}
 	return nil
 }
 
