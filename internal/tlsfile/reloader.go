@@ -88,7 +88,7 @@ func (r *Reloader) Reload() (changed bool, err error) {
 	data := make([][]byte, len(files))
 	h := sha256.New()
 	for i, f := range files {
-		if data[i], err = readFile(f); err != nil {
+		if data[i], err = readFile(f, i == 1); err != nil {
 			return false, r.failed(fmt.Errorf("tls: read %s: %w", f, err))
 		}
 		fmt.Fprintf(h, "%d:", len(data[i]))
@@ -131,11 +131,22 @@ const maxFileSize = 4 << 20
 // file after symlinks.
 var errNotRegular = errors.New("not a regular file")
 
+// ErrKeyPermissions is returned (wrapped, with the file's name and mode)
+// for a private key file that others may read or anyone but its owner
+// may write (any of mode 0o026): a Secret mounted with defaultMode 0400
+// or 0440 passes, the Kubernetes default 0644 does not.
+var ErrKeyPermissions = errors.New("private key file is readable by others or writable by group or others")
+
+// badKeyPerm are the mode bits a private key file must not have.
+const badKeyPerm = 0o026
+
 // readFile reads a regular file of at most maxFileSize bytes. It opens
 // without blocking and refuses anything else, so a FIFO, a device or a
 // directory put in a file's place fails the reload at once instead of
-// holding Reload (and its mutex) forever or reading without end.
-func readFile(name string) ([]byte, error) {
+// holding Reload (and its mutex) forever or reading without end. A
+// private key (key) is refused with [ErrKeyPermissions] by the mode of
+// the file opened.
+func readFile(name string, key bool) ([]byte, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
@@ -147,6 +158,9 @@ func readFile(name string) ([]byte, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: %w (%v)", name, errNotRegular, fi.Mode().Type())
+	}
+	if key && fi.Mode().Perm()&badKeyPerm != 0 {
+		return nil, fmt.Errorf("%s (mode %v): %w", name, fi.Mode().Perm(), ErrKeyPermissions)
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {

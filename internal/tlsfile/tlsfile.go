@@ -10,7 +10,9 @@
 // rename); from the next check on, new handshakes get the new certificate
 // while open connections keep theirs, so nothing restarts and no
 // connection is dropped. A pair that does not load (a half-written file, a
-// key that does not match the certificate, no certificate at all) is
+// key that does not match the certificate, no certificate at all, a key
+// file others may read or group or others may write:
+// [ErrKeyPermissions]) is
 // logged and ignored: the last good pair stays in service, and the check
 // runs again at the next interval. So is a certificate out of its
 // validity period (expired, or not yet valid) in place of one in service. Only [New] fails on such a pair,
