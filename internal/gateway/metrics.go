@@ -67,7 +67,7 @@ func newMetrics(providers []string) *metrics {
 		}),
 		revocations: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "custody_gateway_revocations",
-			Help: "Revoked, not yet expired tokens in this replica's in-memory set.",
+			Help: "Revoked tokens in this replica's in-memory set: until an hour after their exp, as long as the store keeps them.",
 		}),
 		known: make(map[string]bool, len(providers)),
 	}

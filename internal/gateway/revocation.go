@@ -16,8 +16,12 @@ const pruneEvery = time.Minute
 // expired (a runner whose command outlived the TTL) still answers 204.
 const pruneGrace = time.Hour
 
-// revocationSet is the in-memory set of revoked jtis, each kept until the
-// time after which its token can no longer verify. Lookups are O(1).
+// revocationSet is the in-memory set of revoked jtis, each with the time
+// after which its token can no longer verify (exp + leeway). An entry is
+// kept until the store drops its revocation (pruneGrace later), not only
+// until then: a wall clock stepped forward past that time and back would
+// otherwise find the token valid again and its revocation gone from both
+// memory and the poll (whose cursor is past it). Lookups are O(1).
 type revocationSet struct {
 	mu sync.RWMutex
 	m  map[string]time.Time
@@ -44,15 +48,19 @@ func (s *revocationSet) len() int {
 	return len(s.m)
 }
 
-// prune drops entries whose token can no longer verify at now.
-func (s *revocationSet) prune(now time.Time) {
+// prune drops entries whose token could no longer verify at before and
+// returns their jtis.
+func (s *revocationSet) prune(before time.Time) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var out []string
 	for jti, until := range s.m {
-		if now.After(until) {
+		if before.After(until) {
 			delete(s.m, jti)
+			out = append(out, jti)
 		}
 	}
+	return out
 }
 
 // inflightSet tracks the requests in flight per jti with the functions
@@ -281,11 +289,12 @@ func (g *Gateway) pollRevocations(ctx context.Context) error {
 	return nil
 }
 
-// prune drops revocations that can no longer matter from memory and, after
-// a grace period, from the store.
+// prune drops token records and revocations that expired pruneGrace ago
+// from the store and then, only once the store has, the same revocations
+// from memory, forgetting those tokens' minted records: were the clock
+// stepped back, such a token verifies again and is refused as not minted
+// (its record is gone) instead of served with its revocation forgotten.
 func (g *Gateway) prune(ctx context.Context, now time.Time) {
-	g.revoked.prune(now)
-	g.metrics.revocations.Set(float64(g.revoked.len()))
 	n, err := g.store.PruneExpired(ctx, now.Add(-g.leeway-pruneGrace))
 	if err != nil {
 		if ctx.Err() == nil {
@@ -296,4 +305,8 @@ func (g *Gateway) prune(ctx context.Context, now time.Time) {
 	if n > 0 {
 		g.log.DebugContext(ctx, "pruned expired gateway tokens", "rows", n)
 	}
+	for _, jti := range g.revoked.prune(now.Add(-pruneGrace)) {
+		g.minted.cache.remove(jti)
+	}
+	g.metrics.revocations.Set(float64(g.revoked.len()))
 }

@@ -449,6 +449,13 @@ func (ec *expiringCache[K, V]) get(k K) (V, time.Time, bool) {
 	return e.val, e.until, ok
 }
 
+// remove drops k.
+func (ec *expiringCache[K, V]) remove(k K) {
+	ec.mu.Lock()
+	delete(ec.entries, k)
+	ec.mu.Unlock()
+}
+
 func (ec *expiringCache[K, V]) put(k K, v V, until, now time.Time) {
 	ec.mu.Lock()
 	defer ec.mu.Unlock()
