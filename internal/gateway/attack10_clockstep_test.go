@@ -40,3 +40,24 @@ func TestAttack10RevokedAfterClockStep(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack10RevokedAfterClockStepRestart: the same step, with a replica
+// (re)started while the clock was ahead: its first poll skipped the
+// revocation of the token it took for expired, and once the clock was
+// back it served the revoked token (its record still in the store).
+func TestAttack10RevokedAfterClockStepRestart(t *testing.T) {
+	var offset atomic.Int64
+	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	e := newEnv(t, func(o *Options) { o.Now = now })
+	m := e.mint(t, Grant{Providers: []string{"openai"}, TTL: time.Minute})
+	if err := e.g.Revoke(t.Context(), m.JTI); err != nil {
+		t.Fatal(err)
+	}
+	offset.Store(int64(2 * time.Minute))
+	e2 := newEnv(t, func(o *Options) { o.Now = now; o.Store = e.store; o.SigningKey = e.key })
+	offset.Store(0)
+	code, _, body := e2.do(t, "POST", "/openai/v1/chat/completions", bearer(m.Token), "{}")
+	if code != http.StatusUnauthorized {
+		t.Errorf("revoked token on a replica started while the clock was ahead = %d %q, want 401", code, body)
+	}
+}

@@ -239,17 +239,25 @@ func (g *Gateway) run(ctx context.Context) {
 // store notification announces it (see the PostgreSQL store's
 // ListenGatewayRevocations): the token is refused from now on and its
 // requests in flight are cut. Only JTI and ExpiresAt are used; a
-// revocation whose token can no longer verify is ignored. The poller
+// revocation the store would already have pruned is ignored. The poller
 // still finds it in the store, which is what makes delivery certain;
 // this makes it fast. Safe for concurrent use.
 func (g *Gateway) ApplyRevocation(rev Revocation) {
-	if rev.JTI == "" || g.now().After(rev.ExpiresAt.Add(g.leeway)) || g.revoked.has(rev.JTI) {
+	if rev.JTI == "" || g.pruned(rev, g.now()) || g.revoked.has(rev.JTI) {
 		return
 	}
 	if n := g.apply(rev); n > 0 {
 		g.log.Info("revoked token's requests cancelled", "jti", rev.JTI, "cancelled_requests", n)
 	}
 	g.metrics.revocations.Set(float64(g.revoked.len()))
+}
+
+// pruned reports whether rev is past what the store and the in-memory
+// set keep (pruneGrace after its token's exp + leeway) at now. One the
+// store still keeps is applied though its token no longer verifies: a
+// clock stepped back would make it verify again.
+func (g *Gateway) pruned(rev Revocation, now time.Time) bool {
+	return now.After(rev.ExpiresAt.Add(g.leeway + pruneGrace))
 }
 
 // PollNow asks the poller to read the store's revocations now instead of
@@ -276,7 +284,7 @@ func (g *Gateway) pollRevocations(ctx context.Context) error {
 		if rev.Seq > g.cursor {
 			g.cursor = rev.Seq
 		}
-		if now.After(rev.ExpiresAt.Add(g.leeway)) {
+		if g.pruned(rev, now) {
 			continue
 		}
 		if !g.revoked.has(rev.JTI) {
