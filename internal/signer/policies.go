@@ -9,12 +9,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentcustody/custody/internal/filestamp"
 	"github.com/agentcustody/custody/internal/policy"
 	"github.com/agentcustody/custody/verify"
 )
 
-// policyCache holds each tenant's parsed policy, re-read when the file's
-// size or modification time changes.
+// policyCache holds each tenant's parsed policy, read again when the file
+// changes (filestamp: another file in its place, or a write, even one
+// that keeps its size and modification time) and at every call while the
+// file's last change is too recent to be told apart from a later one.
 type policyCache struct {
 	dir     string
 	mu      sync.Mutex
@@ -22,12 +25,19 @@ type policyCache struct {
 }
 
 type policyEntry struct {
-	size    int64
-	mod     time.Time
+	stamp   filestamp.Stamp // zero: read the file again at the next call
 	missing bool
 	pol     *policy.Policy
 	hash    string // verify.PolicyHash of the file bytes
 	invalid bool   // the file does not parse: calls are denied
+}
+
+// cached returns what tenantPolicy returns for tenant's file of e.
+func (e *policyEntry) cached(tenant string) (*policy.Policy, string, error) {
+	if e.invalid {
+		return nil, e.hash, &invalidPolicyError{tenant: tenant, hash: e.hash}
+	}
+	return e.pol, e.hash, nil
 }
 
 // invalidPolicyError is returned for a tenant policy file that does not
@@ -77,23 +87,33 @@ func (s *Signer) tenantPolicy(ctx context.Context, tenant string) (*policy.Polic
 		return nil, h, err
 	case statErr != nil:
 		return nil, "", fmt.Errorf("policy %s: %w", tenant, statErr)
-	case e != nil && !e.missing && e.size == fi.Size() && e.mod.Equal(fi.ModTime()):
-		if e.invalid {
-			return nil, e.hash, &invalidPolicyError{tenant: tenant, hash: e.hash}
-		}
-		return e.pol, e.hash, nil
+	}
+	stamp, settled := filestamp.Of(fi, time.Now())
+	if !settled {
+		stamp = filestamp.Stamp{}
+	}
+	if e != nil && !e.missing && stamp != (filestamp.Stamp{}) && e.stamp == stamp {
+		return e.cached(tenant)
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, "", fmt.Errorf("policy %s: %w", tenant, err)
 	}
 	h := verify.PolicyHash(raw)
+	if e != nil && !e.missing && e.hash == h {
+		// Read again (just written, or its stamp changed) but the same
+		// bytes: no parse, no snapshot.
+		c.mu.Lock()
+		c.entries[tenant] = &policyEntry{stamp: stamp, pol: e.pol, hash: h, invalid: e.invalid}
+		c.mu.Unlock()
+		return e.cached(tenant)
+	}
 	p, perr := policy.Parse(tenant+".yaml", raw)
 	if err := s.store.PutPolicy(ctx, h, raw); err != nil {
 		return nil, "", fmt.Errorf("policy %s: %w", tenant, err)
 	}
 	c.mu.Lock()
-	c.entries[tenant] = &policyEntry{size: fi.Size(), mod: fi.ModTime(), pol: p, hash: h, invalid: perr != nil}
+	c.entries[tenant] = &policyEntry{stamp: stamp, pol: p, hash: h, invalid: perr != nil}
 	c.mu.Unlock()
 	if perr != nil {
 		s.log.ErrorContext(ctx, "tenant policy refused; the tenant's calls are denied until it is fixed",

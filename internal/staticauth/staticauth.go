@@ -38,13 +38,13 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentcustody/custody/internal/apikey"
+	"github.com/agentcustody/custody/internal/filestamp"
 )
 
 // ErrUnknownToken: no entry has the token's hash.
@@ -101,36 +101,7 @@ type Authenticator struct {
 	entries map[[32]byte]apikey.Identity
 	// read is the stamp of the file entries came from; zero when the
 	// file must be read again at the next exchange.
-	read fileStamp
-}
-
-// fileStamp is what tells a changed token file: a file put in its place,
-// or written, has another of these.
-type fileStamp struct {
-	dev, ino     uint64
-	size         int64
-	mtime, ctime int64 // Unix nanoseconds
-}
-
-// racyWindow is how recent a file's change time must be for its stamp
-// not to be trusted: a write within the same clock tick as the read
-// (timestamps are taken from a coarse clock) leaves the stamp unchanged.
-const racyWindow = 2 * time.Second
-
-// stampOf returns fi's stamp, and false when it cannot be told apart from
-// a later write (its change time is within racyWindow of now, or the
-// platform gives no change time).
-func stampOf(fi os.FileInfo, now time.Time) (fileStamp, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileStamp{}, false
-	}
-	ctime := time.Unix(int64(st.Ctim.Sec), int64(st.Ctim.Nsec))
-	s := fileStamp{
-		dev: uint64(st.Dev), ino: uint64(st.Ino), size: fi.Size(),
-		mtime: fi.ModTime().UnixNano(), ctime: ctime.UnixNano(),
-	}
-	return s, now.Sub(ctime) >= racyWindow
+	read filestamp.Stamp
 }
 
 var _ apikey.Authenticator = (*Authenticator)(nil)
@@ -152,14 +123,14 @@ func (a *Authenticator) reload() error {
 	fi, err := os.Stat(a.path)
 	if errors.Is(err, fs.ErrNotExist) && a.entries != nil {
 		// Deleting the file revokes every entry: fail closed.
-		a.entries, a.read = map[[32]byte]apikey.Identity{}, fileStamp{}
+		a.entries, a.read = map[[32]byte]apikey.Identity{}, filestamp.Stamp{}
 		return fmt.Errorf("staticauth: %w; no static tokens accepted until it is back", err)
 	}
 	if err != nil {
 		return fmt.Errorf("staticauth: %w", err)
 	}
-	stamp, settled := stampOf(fi, time.Now())
-	if a.entries != nil && a.read != (fileStamp{}) && stamp == a.read {
+	stamp, settled := filestamp.Of(fi, time.Now())
+	if a.entries != nil && a.read != (filestamp.Stamp{}) && stamp == a.read {
 		return nil
 	}
 	data, err := os.ReadFile(a.path)
@@ -170,7 +141,7 @@ func (a *Authenticator) reload() error {
 	if err != nil {
 		return err
 	}
-	a.entries, a.read = entries, fileStamp{}
+	a.entries, a.read = entries, filestamp.Stamp{}
 	if settled {
 		a.read = stamp
 	}
