@@ -243,3 +243,37 @@ func TestAttack10AnthropicMessageStartContent(t *testing.T) {
 		})
 	}
 }
+
+// A Responses API response retrieved later (GET /v1/responses/{id},
+// streamed or not) carries the uses its creating call already carried:
+// the signer counts a use once per response it belongs to, so the
+// Result names that response (its id, given by the provider), and
+// names none when the body's events disagree on it.
+func TestAttack10ResponsesResponseID(t *testing.T) {
+	created := `event: response.created` + "\n" + `data: {"type":"response.created","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"in_progress","model":"gpt-5","output":[]}}`
+	completed := func(id string) string {
+		return `event: response.completed` + "\n" + `data: {"type":"response.completed","sequence_number":9,"response":{"id":"` + id + `","object":"response","status":"completed","model":"gpt-5",` +
+			`"output":[{"id":"fc_1","type":"function_call","status":"completed","arguments":"{}","call_id":"call_1","name":"rm"}]}}`
+	}
+	for _, tc := range []struct {
+		name, ct, body, want string
+	}{
+		{"json", ctJSON, `{"id":"resp_1","object":"response","status":"completed","model":"gpt-5","output":[{"id":"fc_1","type":"function_call","arguments":"{}","call_id":"call_1","name":"rm"}]}`, "resp_1"},
+		{"json without id", ctJSON, `{"object":"response","status":"completed","output":[]}`, ""},
+		{"stream", ctSSE, sse(created, completed("resp_1")), "resp_1"},
+		{"resumed stream, only completed", ctSSE, sse(completed("resp_1")), "resp_1"},
+		{"stream naming two responses", ctSSE, sse(created, completed("resp_2")), ""},
+		{"stream naming two responses, then the first again", ctSSE, sse(created, completed("resp_2"), completed("resp_1")), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := scan(OpenAIResponses, tc.ct, Limits{}, tc.body)
+			if r.ResponseID != tc.want {
+				t.Errorf("Result().ResponseID = %q, want %q (%s)", r.ResponseID, tc.want, show(r))
+			}
+		})
+	}
+	// Other formats name no response: they have no retrieve.
+	if r := scan(Anthropic, ctJSON, Limits{}, `{"id":"msg_1","type":"message","model":"m","content":[],"stop_reason":"end_turn"}`); r.ResponseID != "" {
+		t.Errorf("Anthropic Result().ResponseID = %q, want none", r.ResponseID)
+	}
+}

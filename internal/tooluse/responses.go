@@ -8,6 +8,7 @@ import (
 
 // respResponse is an OpenAI Responses API response object.
 type respResponse struct {
+	ID                string `json:"id"`
 	Model             string `json:"model"`
 	Status            string `json:"status"`
 	IncompleteDetails *struct {
@@ -107,6 +108,7 @@ func (s *Scanner) respResponse(r *respResponse) {
 		return
 	}
 	s.setModel(r.Model)
+	s.setResponseID(r.ID)
 	if r.IncompleteDetails != nil && r.IncompleteDetails.Reason != "" {
 		s.setStop(r.IncompleteDetails.Reason)
 	} else {

@@ -315,6 +315,12 @@ type Result struct {
 	// Model is the model the response names (Anthropic and OpenAI
 	// "model", Gemini "modelVersion"), the first one in a stream.
 	Model string
+	// ResponseID is the id of the Responses API response the body is
+	// (its "id"; in a stream, that of the response objects its events
+	// carry), by which it can be retrieved again (GET
+	// /v1/responses/{id}) with the same uses; "" for other formats, for
+	// a body that names none, and for a stream whose events name two.
+	ResponseID string
 	// StopReason is the last stop reason reported: Anthropic stop_reason,
 	// OpenAI finish_reason, Responses status (incomplete_details.reason
 	// when incomplete), Gemini finishReason.
@@ -363,6 +369,7 @@ type formatState struct {
 	// in a later event of a resumed stream is recorded, once.
 	respSeen map[int64]struct{}
 	respFull bool
+	respIDs  bool // Responses: two response ids were given (ResponseID cleared)
 }
 
 // pending is a use whose arguments are still arriving.
@@ -692,6 +699,18 @@ func clip(v string, bad bool) (string, bool) {
 func (s *Scanner) setModel(m string) {
 	if s.res.Model == "" && m != "" {
 		s.res.Model, _ = clip(m, false)
+	}
+}
+
+// setResponseID notes the id of a Responses API response object the body
+// carries: the first one, unless another differs (then none).
+func (s *Scanner) setResponseID(id string) {
+	switch {
+	case id == "" || s.state.respIDs:
+	case s.res.ResponseID == "":
+		s.res.ResponseID, s.state.respIDs = clip(id, false)
+	case s.res.ResponseID != id:
+		s.res.ResponseID, s.state.respIDs = "", true
 	}
 }
 

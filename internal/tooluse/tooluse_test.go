@@ -33,8 +33,8 @@ func args(s string) json.RawMessage { return json.RawMessage(s) }
 
 func show(r Result) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "{Dropped:%d Usage:%+v HasUsage:%v Model:%q StopReason:%q Error:%q Malformed:%v Stream:%v Complete:%v Uses:[",
-		r.Dropped, r.Usage, r.HasUsage, r.Model, r.StopReason, r.Error, r.Malformed, r.Stream, r.Complete)
+	fmt.Fprintf(&b, "{Dropped:%d Usage:%+v HasUsage:%v Model:%q ResponseID:%q StopReason:%q Error:%q Malformed:%v Stream:%v Complete:%v Uses:[",
+		r.Dropped, r.Usage, r.HasUsage, r.Model, r.ResponseID, r.StopReason, r.Error, r.Malformed, r.Stream, r.Complete)
 	for _, u := range r.Uses {
 		fmt.Fprintf(&b, "\n  {ID:%q Name:%q Args:%s Server:%v Malformed:%v Truncated:%v}", u.ID, u.Name, u.Args, u.Server, u.Malformed, u.Truncated)
 	}
@@ -189,7 +189,7 @@ var scanCases = []scanCase{
 				{ID: "call_ap", Name: "apply_patch", Args: args(`{"diff":"@@\n-a\n+b\n","path":"main.go","type":"update_file"}`)},
 			},
 			Usage: Usage{InputTokens: 291, OutputTokens: 23, CacheReadTokens: 128}, HasUsage: true,
-			Model: "gpt-4.1-2025-04-14", StopReason: "completed", Complete: true,
+			Model: "gpt-4.1-2025-04-14", ResponseID: "resp_67ccd2bed1ec8190b14f964abc0542670bb6a6b452d3795b", StopReason: "completed", Complete: true,
 		},
 	},
 	{
@@ -201,7 +201,7 @@ var scanCases = []scanCase{
 				{ID: "call_3", Name: "shell", Args: args(`{"commands":["git status"],"max_output_length":4096,"timeout_ms":120000}`)},
 			},
 			Usage: Usage{InputTokens: 37, OutputTokens: 11}, HasUsage: true,
-			Model: "gpt-4.1-2025-04-14", StopReason: "completed", Stream: true, Complete: true,
+			Model: "gpt-4.1-2025-04-14", ResponseID: "resp_1", StopReason: "completed", Stream: true, Complete: true,
 		},
 	},
 	{
@@ -209,7 +209,7 @@ var scanCases = []scanCase{
 		body: responsesSSE[:strings.Index(responsesSSE, `"\"Paris\"}"}`)],
 		want: Result{
 			Uses:  []Use{{ID: "call_1", Name: "get_weather", Malformed: true}},
-			Model: "gpt-4.1-2025-04-14", StopReason: "in_progress", Stream: true,
+			Model: "gpt-4.1-2025-04-14", ResponseID: "resp_1", StopReason: "in_progress", Stream: true,
 			Malformed: true, // the event it was cut in does not parse
 		},
 	},
