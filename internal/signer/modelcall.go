@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/agentcustody/custody/verify"
@@ -58,6 +59,12 @@ type ModelCall struct {
 	ToolUsesDropped int       `json:"tool_uses_dropped,omitempty"`
 	// ResponseMalformed: the response could not be parsed for tool uses.
 	ResponseMalformed bool `json:"response_malformed,omitempty"`
+	// ResponseID is the provider's id of the response, for an API that
+	// can retrieve a response again (OpenAI Responses: GET
+	// /v1/responses/{id}), from the response body; "" if none. A use a
+	// retrieve (Method GET) carries again is counted once (see
+	// [reconState.match]).
+	ResponseID string `json:"response_id,omitempty"`
 }
 
 // ToolUse is one tool use a model requested. Args is its canonical JSON
@@ -86,6 +93,8 @@ func (c *ModelCall) check() error {
 		return errors.New("body digests")
 	case len(c.ToolUses) > MaxModelCallUses || c.ToolUsesDropped < 0:
 		return errors.New("tool uses")
+	case c.ResponseID != "" && !validName(c.ResponseID, 256):
+		return errors.New("response id")
 	}
 	for _, u := range c.ToolUses {
 		if !validName(u.Name, 256) || len(u.ID) > 256 {
@@ -124,7 +133,7 @@ func bodyCommitment(salt []byte, hexDigest string) (string, error) {
 //	 started, duration_ms, first_byte_ms?, input_tokens?, output_tokens?,
 //	 stop_reason?, token_id, request_commitment, response_commitment,
 //	 tool_uses: [{name, id?, args_commitment? | malformed? | truncated?}],
-//	 tool_uses_dropped?, response_malformed?}
+//	 tool_uses_dropped?, response_malformed?, response_id?}
 func modelCallBody(c *ModelCall, salt []byte) (map[string]any, [][]byte, error) {
 	req, err := bodyCommitment(salt, c.RequestSHA256)
 	if err != nil {
@@ -152,6 +161,7 @@ func modelCallBody(c *ModelCall, salt []byte) (map[string]any, [][]byte, error) 
 	setIf(body, "stop_reason", c.StopReason, c.StopReason != "")
 	setIf(body, "tool_uses_dropped", int64(c.ToolUsesDropped), c.ToolUsesDropped > 0)
 	setIf(body, "response_malformed", true, c.ResponseMalformed)
+	setIf(body, "response_id", c.ResponseID, c.ResponseID != "")
 	uses := make([]any, len(c.ToolUses))
 	digests := make([][]byte, len(c.ToolUses))
 	for i, u := range c.ToolUses {
@@ -291,6 +301,17 @@ func (t *txn) recordModelCall(e InboxEntry) error {
 		d := ArgDigest{Run: c.Run, Index: l.Index, Pos: i, Kind: DigestRequested, Tool: u.Name, Digest: digests[i]}
 		t.b.Digests = append(t.b.Digests, d)
 		rs.recon.requested = append(rs.recon.requested, d)
+		if c.ResponseID == "" || u.ID == "" || digests[i] == nil {
+			continue
+		}
+		k := useKey{retrieve: c.Method == http.MethodGet}
+		copy(k.key[:], useKeyOf(c.Provider, c.ResponseID, u.ID, u.Name, digests[i]))
+		mark := createMark
+		if k.retrieve {
+			mark = retrieveMark
+		}
+		t.b.Digests = append(t.b.Digests, ArgDigest{Run: c.Run, Index: l.Index, Pos: i, Kind: DigestUseKey, Tool: mark, Digest: k.key[:]})
+		rs.recon.setKey(usePos{l.Index, i}, k)
 	}
 	mark := ""
 	if c.ResponseMalformed {

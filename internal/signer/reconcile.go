@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 
 	"github.com/agentcustody/custody/verify"
@@ -21,24 +22,133 @@ type reconState struct {
 	dropped    int         // tool uses beyond the gateway's bound, never listed
 	requested  []ArgDigest // tool uses the model requested, in log order
 	decided    []ArgDigest // calls decided, in log order
+	// keys identifies the requested uses of model.call records that
+	// name their response (DigestUseKey rows), by position.
+	keys map[usePos]useKey
 }
 
-// unreported is one requested tool use no decision matched.
+// usePos is a tool use's place: its model.call record's leaf index and
+// its position in the record's tool_uses.
+type usePos struct {
+	index int64
+	pos   int
+}
+
+// useKey identifies a tool use across the model calls that carry the
+// same response: useKeyOf its provider, response id, use id, tool and
+// argument digest. retrieve says the use's model call retrieved the
+// response (method GET) rather than creating it.
+type useKey struct {
+	key      [32]byte
+	retrieve bool
+}
+
+func (r *reconState) setKey(p usePos, k useKey) {
+	if r.keys == nil {
+		r.keys = make(map[usePos]useKey)
+	}
+	r.keys[p] = k
+}
+
+// Marks (the Tool) of DigestUseKey rows.
+const (
+	createMark   = "create"
+	retrieveMark = "retrieve"
+)
+
+// useKeyOf is the SHA-256 of a domain separator, provider, responseID,
+// useID and tool (each prefixed by its length as a uvarint) and the
+// argument digest: equal for two uses only when they are the same use
+// of the same response with the same arguments.
+func useKeyOf(provider, responseID, useID, tool string, digest []byte) []byte {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	for _, s := range []string{"custody tool use key v1", provider, responseID, useID, tool} {
+		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
+		h.Write([]byte(s))
+	}
+	h.Write(digest)
+	return h.Sum(nil)
+}
+
+// repeats returns the requested uses that repeat another: a retrieve of
+// a response (GET /v1/responses/{id}, streamed, resumed or not) carries
+// again the uses its creating call carried, and the agent runs such a
+// use once. Among the uses with one key (the same provider, response,
+// use id, tool and arguments; a use without a response id, use id or
+// readable arguments has none), each a creating call carried counts,
+// and a retrieve's counts only if no creating call's and no earlier
+// retrieve's does: the key counts max(creating calls, 1) times. So a
+// retrieve never cancels a use, whatever the order the calls were
+// recorded in; a use only retrieves carry counts once; two creating
+// calls naming one response (which a provider does not write) both
+// count. The result maps each repeat to the use it repeats.
+func (r *reconState) repeats() map[usePos]usePos {
+	if len(r.keys) == 0 {
+		return nil
+	}
+	type group struct {
+		first, create usePos
+		hasCreate     bool
+		retrieves     []usePos
+	}
+	groups := map[[32]byte]*group{}
+	for _, u := range r.requested {
+		p := usePos{u.Index, u.Pos}
+		k, ok := r.keys[p]
+		if !ok {
+			continue
+		}
+		g := groups[k.key]
+		if g == nil {
+			g = &group{first: p}
+			groups[k.key] = g
+		}
+		switch {
+		case !k.retrieve && !g.hasCreate:
+			g.create, g.hasCreate = p, true
+		case k.retrieve:
+			g.retrieves = append(g.retrieves, p)
+		}
+	}
+	out := map[usePos]usePos{}
+	for _, g := range groups {
+		of, rs := g.create, g.retrieves
+		if !g.hasCreate {
+			of, rs = rs[0], rs[1:]
+		}
+		for _, p := range rs {
+			out[p] = of
+		}
+	}
+	return out
+}
+
+// unreported is one requested tool use no decision matched; repeated
+// one that repeats another (of), not matched.
 type unreported struct {
 	index int64
 	pos   int
 	tool  string
+	of    usePos
 }
 
 // match pairs each requested tool use, in log order, with the first
 // decision not yet paired of the same tool and the same argument digest,
-// and returns the uses left over. A use whose arguments could not be
-// read (malformed, or over the gateway's bound) pairs with nothing: what
-// it asked for cannot be shown to have been decided.
-func (r *reconState) match() []unreported {
+// and returns the uses left over, and the uses that repeat another
+// ([reconState.repeats]), which pair with nothing and are not left over.
+// A use whose arguments could not be read (malformed, or over the
+// gateway's bound) pairs with nothing: what it asked for cannot be shown
+// to have been decided.
+func (r *reconState) match() (left, repeated []unreported) {
 	used := make([]bool, len(r.decided))
+	reps := r.repeats()
 	var out []unreported
 	for _, u := range r.requested {
+		if of, ok := reps[usePos{u.Index, u.Pos}]; ok {
+			repeated = append(repeated, unreported{u.Index, u.Pos, u.Tool, of})
+			continue
+		}
 		found := false
 		for i, d := range r.decided {
 			if u.Digest == nil || used[i] || d.Tool != u.Tool || !bytes.Equal(d.Digest, u.Digest) {
@@ -48,22 +158,26 @@ func (r *reconState) match() []unreported {
 			break
 		}
 		if !found {
-			out = append(out, unreported{u.Index, u.Pos, u.Tool})
+			out = append(out, unreported{index: u.Index, pos: u.Pos, tool: u.Tool})
 		}
 	}
-	return out
+	return out, repeated
 }
 
 // reconcile appends run.reconciled to a run that recorded model calls,
 // before its run.closing; on the committer.
 //
 //	{model_calls, tool_uses, decided_calls, unreported_count,
-//	 unreported: [{index, pos, tool}], unreadable_responses}
+//	 unreported: [{index, pos, tool}], unreadable_responses,
+//	 repeated_count?, repeated?: [{index, pos, tool, of_index, of_pos}]}
 //
 // tool_uses counts the tool uses listed in the run's model.call records
 // plus those dropped beyond the gateway's bound; unreported_count is the
 // listed uses no decision matched plus the dropped ones (which cannot be
-// matched); unreadable_responses counts the model calls whose response
+// matched), not counting the repeated ones: uses a retrieve of a
+// response carried again (repeated_count of them, present when not 0,
+// each listed with the use it repeats, of_index and of_pos, up to
+// maxUnreportedListed; see [reconState.repeats]); unreadable_responses counts the model calls whose response
 // could not be read for tool uses (response_malformed), which may hide
 // any. A run is reconciled clean only when every use the model requested
 // was decided and every response was read.
@@ -72,19 +186,28 @@ func (t *txn) reconcile(rs *runState) error {
 	if r.modelCalls == 0 {
 		return nil
 	}
-	left := r.match()
+	left, repeated := r.match()
 	list := make([]any, 0, min(len(left), maxUnreportedListed))
 	for _, u := range left[:min(len(left), maxUnreportedListed)] {
 		list = append(list, map[string]any{"index": u.index, "pos": int64(u.pos), "tool": u.tool})
 	}
-	_, err := t.append(rs, verify.TypeRunReconciled, map[string]any{
+	body := map[string]any{
 		"model_calls":          int64(r.modelCalls),
 		"tool_uses":            int64(len(r.requested) + r.dropped),
 		"decided_calls":        int64(len(r.decided)),
 		"unreported_count":     int64(len(left) + r.dropped),
 		"unreported":           list,
 		"unreadable_responses": int64(r.unreadable),
-	})
+	}
+	if len(repeated) > 0 {
+		reps := make([]any, 0, min(len(repeated), maxUnreportedListed))
+		for _, u := range repeated[:min(len(repeated), maxUnreportedListed)] {
+			reps = append(reps, map[string]any{"index": u.index, "pos": int64(u.pos), "tool": u.tool,
+				"of_index": u.of.index, "of_pos": int64(u.of.pos)})
+		}
+		body["repeated_count"], body["repeated"] = int64(len(repeated)), reps
+	}
+	_, err := t.append(rs, verify.TypeRunReconciled, body)
 	return err
 }
 
@@ -110,6 +233,13 @@ func (s *Signer) loadRecon(ctx context.Context, rs *runState) error {
 			rs.recon.decided = append(rs.recon.decided, d)
 		case DigestRequested:
 			rs.recon.requested = append(rs.recon.requested, d)
+		case DigestUseKey:
+			if len(d.Digest) == 32 {
+				var k useKey
+				copy(k.key[:], d.Digest)
+				k.retrieve = d.Tool == retrieveMark
+				rs.recon.setKey(usePos{d.Index, d.Pos}, k)
+			}
 		case DigestModelCall:
 			rs.recon.modelCalls++
 			rs.recon.dropped += d.Pos
