@@ -47,6 +47,7 @@ func modelCallOf(c gateway.Call) signer.ModelCall {
 		ResponseSHA256:    hex.EncodeToString(c.ResponseSHA256[:]),
 		ToolUsesDropped:   res.Dropped,
 		ResponseMalformed: res.Malformed,
+		ResponseID:        bounded(res.ResponseID, 256),
 	}
 	if res.HasUsage {
 		in, out := res.Usage.InputTokens, res.Usage.OutputTokens

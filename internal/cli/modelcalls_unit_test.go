@@ -50,3 +50,16 @@ func TestModelCallOfBoundsHostileResponse(t *testing.T) {
 		t.Errorf("entry is %d bytes, over the signer's 8 MiB", len(b))
 	}
 }
+
+// The Responses API response id reaches the inbox entry (the signer
+// counts a use a retrieve carries again once by it), bounded like the
+// other values read from the response: one the signer would refuse is
+// left out, not the entry.
+func TestAttack10ModelCallOfResponseID(t *testing.T) {
+	for in, want := range map[string]string{"resp_1": "resp_1", "resp\n1": "", strings.Repeat("r", 257): "", "": ""} {
+		mc := modelCallOf(gateway.Call{RunID: "r", Tenant: "t", Agent: "a", Provider: "openai", Response: tooluse.Result{ResponseID: in}})
+		if mc.ResponseID != want {
+			t.Errorf("modelCallOf(ResponseID %q).ResponseID = %q, want %q", in, mc.ResponseID, want)
+		}
+	}
+}
