@@ -2,6 +2,8 @@ package verify_test
 
 import (
 	"crypto/rand"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,5 +69,97 @@ func TestAttack10SignRecordInvalidUTF8Body(t *testing.T) {
 		if _, err := verify.ParseRecord(raw); err != nil {
 			t.Errorf("SignRecord(%q) signed a record ParseRecord refuses: %v", body, err)
 		}
+	}
+}
+
+// A use a Responses API retrieve (model.call method GET) carries again
+// is counted once by the signer and listed in run.reconciled's repeated
+// with the use it repeats. Verify checks offline what the records show
+// of each claim (the arguments are salted apart): the repeat is a
+// retrieve's use, the use it repeats is another use of the run, both
+// name one response and one use id, tool and readable arguments, and
+// no use is both repeated and unreported, so a signer (or whoever
+// rewrote run.reconciled) cannot pass an unreported use off as repeated.
+func TestAttack10ReconciledRepeatedChecked(t *testing.T) {
+	use := func(id, name string) map[string]any {
+		m := map[string]any{"name": name, "args_commitment": strings.Repeat("ab", 32)}
+		if id != "" {
+			m["id"] = id
+		}
+		return m
+	}
+	call := func(method, resp string, uses ...any) map[string]any {
+		m := map[string]any{"provider": "openai", "path_class": "responses", "method": method, "tool_uses": uses}
+		if resp != "" {
+			m["response_id"] = resp
+		}
+		return m
+	}
+	build := func(t *testing.T, calls []map[string]any, edit func(b map[string]any, idx []int64)) ([]byte, verify.Trust) {
+		key := newKey(t, origin)
+		w := newWitness(t, "w1.example")
+		l := newTestLog(t, origin, key)
+		l.add("run-r", verify.TypeRunRegistered, nil)
+		var idx []int64
+		uses := int64(0)
+		for _, c := range calls {
+			idx = append(idx, l.add("run-r", verify.TypeModelCall, c))
+			uses += int64(len(c["tool_uses"].([]any)))
+		}
+		b := map[string]any{
+			"model_calls": int64(len(calls)), "tool_uses": uses, "decided_calls": int64(1),
+			"unreported_count": int64(0), "unreported": []any{}, "unreadable_responses": int64(0),
+			"repeated_count": int64(1),
+			"repeated":       []any{map[string]any{"index": idx[1], "pos": int64(0), "tool": "Bash", "of_index": idx[0], "of_pos": int64(0)}},
+		}
+		if edit != nil {
+			edit(b, idx)
+		}
+		l.add("run-r", verify.TypeRunReconciled, b)
+		l.add("run-r", verify.TypeRunClosing, map[string]any{"reason": "closed"})
+		return marshal(t, l.bundle("run-r", true, l.checkpoint(w.signer))), newTrust(t, origin, 1, []witness{w}, key)
+	}
+	created := call("POST", "resp_1", use("call_1", "Bash"))
+	retrieved := call("GET", "resp_1", use("call_1", "Bash"))
+	t.Run("valid", func(t *testing.T) {
+		raw, tr := build(t, []map[string]any{created, retrieved}, nil)
+		res, err := verify.Verify(raw, tr)
+		if err != nil || res.Unreported != 0 || res.Repeated != 1 {
+			t.Fatalf("Verify = %+v, %v; want verified, 1 repeated, none unreported", res, err)
+		}
+	})
+	repeat := func(b map[string]any) map[string]any { return b["repeated"].([]any)[0].(map[string]any) }
+	for _, tc := range []struct {
+		name  string
+		calls []map[string]any
+		edit  func(b map[string]any, idx []int64)
+	}{
+		{"the repeat is a creating call's use", []map[string]any{created, call("POST", "resp_1", use("call_1", "Bash"))}, nil},
+		{"another response", []map[string]any{created, call("GET", "resp_2", use("call_1", "Bash"))}, nil},
+		{"no response id", []map[string]any{call("POST", "", use("call_1", "Bash")), call("GET", "", use("call_1", "Bash"))}, nil},
+		{"another use id", []map[string]any{created, call("GET", "resp_1", use("call_2", "Bash"))}, nil},
+		{"no use id", []map[string]any{call("POST", "resp_1", use("", "Bash")), call("GET", "resp_1", use("", "Bash"))}, nil},
+		{"another tool", []map[string]any{created, call("GET", "resp_1", use("call_1", "Write"))}, nil},
+		{"unreadable arguments", []map[string]any{created, call("GET", "resp_1", map[string]any{"name": "Bash", "id": "call_1", "malformed": true})}, nil},
+		{"repeats itself", []map[string]any{created, retrieved}, func(b map[string]any, idx []int64) { repeat(b)["of_index"] = idx[1] }},
+		{"names no use", []map[string]any{created, retrieved}, func(b map[string]any, idx []int64) { repeat(b)["of_pos"] = int64(1) }},
+		{"also unreported", []map[string]any{created, retrieved}, func(b map[string]any, idx []int64) {
+			b["unreported_count"], b["unreported"] = int64(1), []any{map[string]any{"index": idx[1], "pos": int64(0), "tool": "Bash"}}
+		}},
+		{"listed twice", []map[string]any{created, retrieved}, func(b map[string]any, idx []int64) {
+			b["repeated_count"], b["repeated"] = int64(2), []any{repeat(b), repeat(b)}
+		}},
+		{"count under the list", []map[string]any{created, retrieved}, func(b map[string]any, idx []int64) { b["repeated_count"] = int64(0) }},
+		{"list without a count", []map[string]any{created, retrieved}, func(b map[string]any, idx []int64) { delete(b, "repeated_count") }},
+		{"more repeated and unreported than uses", []map[string]any{created, retrieved}, func(b map[string]any, idx []int64) {
+			b["unreported_count"] = int64(2)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, tr := build(t, tc.calls, tc.edit)
+			if res, err := verify.Verify(raw, tr); !errors.Is(err, verify.ErrReconcile) {
+				t.Fatalf("Verify = %+v, %v; want ErrReconcile", res, err)
+			}
+		})
 	}
 }

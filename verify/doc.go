@@ -87,7 +87,14 @@
 // "policy_hash" = [PolicyHash] of the policy file that decided; the bundle
 // must then include that snapshot. Bodies the verifier reads: run.closing has
 // "reason" (e.g. "idle_timeout"); key.retired has "key_id" and
-// "retired_from_index".
+// "retired_from_index"; model.call has "tool_uses" ([{name, id?,
+// args_commitment?}]), "tool_uses_dropped", "response_malformed", "method"
+// and "response_id" (the provider's id of the response, for an API that can
+// retrieve it again); run.reconciled has its counts, "unreported" and,
+// when not 0, "repeated_count" and "repeated" ([{index, pos, tool,
+// of_index, of_pos}]: uses a retrieve, method GET, carried again, each
+// with the use of the same response_id and id it repeats, counted once).
+// What is checked of them is in Verify's reconciliation.
 //
 // run.closing is the last record of its run. Calls refused after a run closed,
 // key retirements and rollback events are records of the reserved run "_log".

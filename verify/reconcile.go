@@ -21,19 +21,38 @@ import (
 //     at most tool_uses;
 //   - its unreadable_responses equals the number of the run's model.call
 //     records with response_malformed (responses that could not be read
-//     for tool uses, which may hide any).
+//     for tool uses, which may hide any);
+//   - its repeated list and repeated_count, present together or not at
+//     all (then 0): each entry names a use of a model.call record with
+//     method GET (a retrieve) by index, pos and tool, at most once and
+//     not in the unreported list, and the other use it repeats by
+//     of_index and of_pos; both records name the same response_id, both
+//     uses the same id and tool and carry args_commitment; the count is
+//     at least the list's length, and unreported_count plus
+//     repeated_count is at most tool_uses.
 //
-// Which use matched which decision cannot be checked offline (the
+// Which use matched which decision, and whether a repeat's arguments
+// equal those of the use it repeats, cannot be checked offline (the
 // commitments are salted apart); the signer's count is what Result
 // reports.
 type reconciliation struct {
 	modelCalls int
 	malformed  int // model.call records with response_malformed
 	toolUses   int64
-	uses       map[int64][]string // model.call index -> tool names by position
+	uses       map[int64]*callUses // by model.call index
 	reconciled bool
 	unreported int
 	unreadable int
+	repeated   int
+}
+
+// callUses is what a model.call record says of its tool uses.
+type callUses struct {
+	names      []string // tool names by position
+	ids        []string // use ids by position ("" if none)
+	readable   []bool   // the use carries args_commitment
+	responseID string   // response_id, "" if none
+	retrieve   bool     // method GET
 }
 
 // add takes the run's records in order; next is the record after r (nil
@@ -48,7 +67,10 @@ func (rc *reconciliation) add(r *Record, next *Record) error {
 		if !ok {
 			return fmt.Errorf("%w: model.call without a tool_uses list", ErrReconcile)
 		}
-		names := make([]string, len(list))
+		cu := &callUses{names: make([]string, len(list)), ids: make([]string, len(list)), readable: make([]bool, len(list))}
+		cu.responseID, _ = r.Body["response_id"].(string)
+		cu.retrieve = r.Body["method"] == "GET"
+		names := cu.names
 		for i, u := range list {
 			m, ok := u.(map[string]any)
 			name, _ := m["name"].(string)
@@ -56,6 +78,8 @@ func (rc *reconciliation) add(r *Record, next *Record) error {
 				return fmt.Errorf("%w: model.call tool use %d has no name", ErrReconcile, i)
 			}
 			names[i] = name
+			cu.ids[i], _ = m["id"].(string)
+			_, cu.readable[i] = m["args_commitment"].(string)
 		}
 		dropped := int64(0)
 		if v, ok := r.Body["tool_uses_dropped"]; ok {
@@ -64,9 +88,9 @@ func (rc *reconciliation) add(r *Record, next *Record) error {
 			}
 		}
 		if rc.uses == nil {
-			rc.uses = map[int64][]string{}
+			rc.uses = map[int64]*callUses{}
 		}
-		rc.uses[r.Index] = names
+		rc.uses[r.Index] = cu
 		rc.modelCalls++
 		if v, ok := r.Body["response_malformed"]; ok {
 			if v != true {
@@ -142,12 +166,62 @@ func (rc *reconciliation) check(r *Record) error {
 		idx, ok1 := m["index"].(int64)
 		pos, ok2 := m["pos"].(int64)
 		tool, ok3 := m["tool"].(string)
-		names, ok4 := rc.uses[idx]
-		if !ok1 || !ok2 || !ok3 || !ok4 || pos < 0 || pos >= int64(len(names)) || names[pos] != tool || seen[[2]int64{idx, pos}] {
+		if !ok1 || !ok2 || !ok3 || !rc.names(idx, pos, tool) || seen[[2]int64{idx, pos}] {
 			return fmt.Errorf("%w: unreported entry %d does not name a tool use of the run's model.call records", ErrReconcile, i)
 		}
 		seen[[2]int64{idx, pos}] = true
 	}
-	rc.unreported, rc.unreadable = int(n), int(unreadable)
+	repeated, err := rc.checkRepeated(r, seen)
+	if err != nil {
+		return err
+	}
+	if n > uses-repeated {
+		return fmt.Errorf("%w: run.reconciled counts more unreported and repeated tool uses than tool uses", ErrReconcile)
+	}
+	rc.unreported, rc.unreadable, rc.repeated = int(n), int(unreadable), int(repeated)
 	return nil
+}
+
+// names reports whether the run's model.call record at idx has a tool
+// use of tool at pos.
+func (rc *reconciliation) names(idx, pos int64, tool string) bool {
+	cu, ok := rc.uses[idx]
+	return ok && pos >= 0 && pos < int64(len(cu.names)) && cu.names[pos] == tool
+}
+
+// checkRepeated checks run.reconciled's repeated list and count (see
+// reconciliation) and returns the count; unreported holds the uses its
+// unreported list names.
+func (rc *reconciliation) checkRepeated(r *Record, unreported map[[2]int64]bool) (int64, error) {
+	v, hasCount := r.Body["repeated_count"]
+	lv, hasList := r.Body["repeated"]
+	if !hasCount && !hasList {
+		return 0, nil
+	}
+	n, ok1 := v.(int64)
+	list, ok2 := lv.([]any)
+	if !hasCount || !hasList || !ok1 || !ok2 || n < 0 || int64(len(list)) > n {
+		return 0, fmt.Errorf("%w: run.reconciled repeated list or count out of range", ErrReconcile)
+	}
+	seen := map[[2]int64]bool{}
+	for i, e := range list {
+		m, _ := e.(map[string]any)
+		idx, ok1 := m["index"].(int64)
+		pos, ok2 := m["pos"].(int64)
+		tool, ok3 := m["tool"].(string)
+		ofIdx, ok4 := m["of_index"].(int64)
+		ofPos, ok5 := m["of_pos"].(int64)
+		k, of := [2]int64{idx, pos}, [2]int64{ofIdx, ofPos}
+		if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !rc.names(idx, pos, tool) || !rc.names(ofIdx, ofPos, tool) ||
+			k == of || seen[k] || unreported[k] {
+			return 0, fmt.Errorf("%w: repeated entry %d does not name two tool uses of the run's model.call records", ErrReconcile, i)
+		}
+		a, b := rc.uses[idx], rc.uses[ofIdx]
+		if !a.retrieve || a.responseID == "" || a.responseID != b.responseID ||
+			a.ids[pos] == "" || a.ids[pos] != b.ids[ofPos] || !a.readable[pos] || !b.readable[ofPos] {
+			return 0, fmt.Errorf("%w: repeated entry %d is not a retrieve's use of the response and use it names", ErrReconcile, i)
+		}
+		seen[k] = true
+	}
+	return n, nil
 }

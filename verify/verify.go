@@ -41,6 +41,10 @@ type Result struct {
 	// whose response could not be read for tool uses (over the gateway's
 	// bound, or malformed), which may hide any.
 	Unreadable int
+	// Repeated is run.reconciled's repeated_count (0 if absent): tool
+	// uses a retrieve of a response (model.call method GET, e.g. OpenAI
+	// GET /v1/responses/{id}) carried again, counted once.
+	Repeated int
 }
 
 // String returns "VERIFIED" for a closed run and "VERIFIED TO HEAD
@@ -292,6 +296,7 @@ func Verify(bundle []byte, trust Trust, opts ...Option) (Result, error) {
 		Reconciled: rc.reconciled,
 		Unreported: rc.unreported,
 		Unreadable: rc.unreadable,
+		Repeated:   rc.repeated,
 	}, nil
 }
 

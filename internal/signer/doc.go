@@ -78,8 +78,9 @@
 //	model.call         {provider, model?, path_class, method, status, outcome, stream?, started, duration_ms,
 //	                    first_byte_ms?, input_tokens?, output_tokens?, stop_reason?, token_id,
 //	                    request_commitment, response_commitment, tool_uses: [{name, id?, args_commitment|malformed|truncated}],
-//	                    tool_uses_dropped?, response_malformed?}
-//	run.reconciled     {model_calls, tool_uses, decided_calls, unreported_count, unreported: [{index, pos, tool}], unreadable_responses}
+//	                    tool_uses_dropped?, response_malformed?, response_id?}
+//	run.reconciled     {model_calls, tool_uses, decided_calls, unreported_count, unreported: [{index, pos, tool}], unreadable_responses,
+//	                    repeated_count?, repeated?: [{index, pos, tool, of_index, of_pos}]}
 //	run.closing        {reason: closed|idle_timeout}
 //	call.refused       (run "_log") {run, operation, reason: "run_closed", tenant, agent, session}
 //	log.rollback_detected (run "_log") {witness_size, log_size}
@@ -99,6 +100,16 @@
 // no decision of the run matched by tool name and canonical arguments
 // (digests kept beside the log, never in a record), and the responses
 // that could not be read for tool uses. verify checks it offline.
+//
+// A response the provider can hand out again (OpenAI Responses: GET
+// /v1/responses/{id}, streamed, resumed with starting_after, or not) is
+// named by model.call response_id, and a use a retrieve (method GET)
+// carries again — the same provider, response_id, use id, tool and
+// canonical arguments — is counted once: each such use counts as often
+// as creating calls carried it, at least once, and a retrieve's use
+// beyond that is listed in run.reconciled repeated (with the use it
+// repeats) instead of being matched. A retrieve thus never cancels a
+// use, and a use only a retrieve carried counts.
 //
 // Args are never stored: a record carries verify.CommitArgs over a fresh
 // 32-byte salt, which the signer keeps ([Signer.RevealSalt]) so one
