@@ -121,13 +121,24 @@ func TestAttack10ReconciledRepeatedChecked(t *testing.T) {
 	}
 	created := call("POST", "resp_1", use("call_1", "Bash"))
 	retrieved := call("GET", "resp_1", use("call_1", "Bash"))
-	t.Run("valid", func(t *testing.T) {
-		raw, tr := build(t, []map[string]any{created, retrieved}, nil)
-		res, err := verify.Verify(raw, tr)
-		if err != nil || res.Unreported != 0 || res.Repeated != 1 {
-			t.Fatalf("Verify = %+v, %v; want verified, 1 repeated, none unreported", res, err)
-		}
-	})
+	for name, calls := range map[string][]map[string]any{
+		"valid":                       {created, retrieved},
+		"valid: cut, resumed":         {call("POST", "resp_1", map[string]any{"name": "Bash", "id": "call_1", "malformed": true}), retrieved},
+		"valid: a retrieve cut in it": {created, call("GET", "resp_1", map[string]any{"name": "Bash", "id": "call_1", "truncated": true})},
+	} {
+		t.Run(name, func(t *testing.T) {
+			raw, tr := build(t, calls, func(b map[string]any, idx []int64) {
+				if _, ok := calls[0]["tool_uses"].([]any)[0].(map[string]any)["args_commitment"]; !ok { // the creating call's use repeats the retrieve's
+					r := b["repeated"].([]any)[0].(map[string]any)
+					r["index"], r["of_index"] = idx[0], idx[1]
+				}
+			})
+			res, err := verify.Verify(raw, tr)
+			if err != nil || res.Unreported != 0 || res.Repeated != 1 {
+				t.Fatalf("Verify = %+v, %v; want verified, 1 repeated, none unreported", res, err)
+			}
+		})
+	}
 	repeat := func(b map[string]any) map[string]any { return b["repeated"].([]any)[0].(map[string]any) }
 	for _, tc := range []struct {
 		name  string
@@ -140,7 +151,9 @@ func TestAttack10ReconciledRepeatedChecked(t *testing.T) {
 		{"another use id", []map[string]any{created, call("GET", "resp_1", use("call_2", "Bash"))}, nil},
 		{"no use id", []map[string]any{call("POST", "resp_1", use("", "Bash")), call("GET", "resp_1", use("", "Bash"))}, nil},
 		{"another tool", []map[string]any{created, call("GET", "resp_1", use("call_1", "Write"))}, nil},
-		{"unreadable arguments", []map[string]any{created, call("GET", "resp_1", map[string]any{"name": "Bash", "id": "call_1", "malformed": true})}, nil},
+		{"repeats unreadable arguments", []map[string]any{call("POST", "resp_1", map[string]any{"name": "Bash", "id": "call_1", "malformed": true}), retrieved}, func(b map[string]any, idx []int64) {
+			repeat(b)["index"], repeat(b)["of_index"] = idx[1], idx[0]
+		}},
 		{"repeats itself", []map[string]any{created, retrieved}, func(b map[string]any, idx []int64) { repeat(b)["of_index"] = idx[1] }},
 		{"names no use", []map[string]any{created, retrieved}, func(b map[string]any, idx []int64) { repeat(b)["of_pos"] = int64(1) }},
 		{"also unreported", []map[string]any{created, retrieved}, func(b map[string]any, idx []int64) {

@@ -23,13 +23,15 @@ import (
 //     records with response_malformed (responses that could not be read
 //     for tool uses, which may hide any);
 //   - its repeated list and repeated_count, present together or not at
-//     all (then 0): each entry names a use of a model.call record with
-//     method GET (a retrieve) by index, pos and tool, at most once and
-//     not in the unreported list, and the other use it repeats by
-//     of_index and of_pos; both records name the same response_id, both
-//     uses the same id and tool and carry args_commitment; the count is
-//     at least the list's length, and unreported_count plus
-//     repeated_count is at most tool_uses.
+//     all (then 0): each entry names a use by index, pos and tool, at
+//     most once and not in the unreported list, and the other use it
+//     repeats by of_index and of_pos; both records name the same
+//     response_id, both uses the same id and tool; the use repeated
+//     carries args_commitment, and the repeat either does too and is a
+//     retrieve's (model.call method GET) or carries none (its arguments
+//     could not be read, e.g. a stream cut in them); the count is at
+//     least the list's length, and unreported_count plus repeated_count
+//     is at most tool_uses.
 //
 // Which use matched which decision, and whether a repeat's arguments
 // equal those of the use it repeats, cannot be checked offline (the
@@ -217,8 +219,8 @@ func (rc *reconciliation) checkRepeated(r *Record, unreported map[[2]int64]bool)
 			return 0, fmt.Errorf("%w: repeated entry %d does not name two tool uses of the run's model.call records", ErrReconcile, i)
 		}
 		a, b := rc.uses[idx], rc.uses[ofIdx]
-		if !a.retrieve || a.responseID == "" || a.responseID != b.responseID ||
-			a.ids[pos] == "" || a.ids[pos] != b.ids[ofPos] || !a.readable[pos] || !b.readable[ofPos] {
+		if a.responseID == "" || a.responseID != b.responseID || a.ids[pos] == "" || a.ids[pos] != b.ids[ofPos] ||
+			!b.readable[ofPos] || (a.readable[pos] && !a.retrieve) {
 			return 0, fmt.Errorf("%w: repeated entry %d is not a retrieve's use of the response and use it names", ErrReconcile, i)
 		}
 		seen[k] = true

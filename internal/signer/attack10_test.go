@@ -106,6 +106,26 @@ func TestAttack10RetrieveCountsUseOnce(t *testing.T) {
 			u := signer.ToolUse{ID: "call_1", Name: "Bash", Malformed: true}
 			return []signer.ModelCall{responsesCall(run, "POST", "resp_1", u), responsesCall(run, "GET", "resp_1", u)}
 		}, 2, 0},
+		// A stream cut in a use's arguments and resumed (starting_after):
+		// the creating call's use is unreadable, the retrieve's whole;
+		// the provider's response and use ids name one use, whose
+		// arguments are the whole ones.
+		{"cut in the use, resumed whole", []string{"ls"}, func(run string) []signer.ModelCall {
+			return []signer.ModelCall{responsesCall(run, "POST", "resp_1", signer.ToolUse{ID: "call_1", Name: "Bash", Malformed: true}),
+				responsesCall(run, "GET", "resp_1", bash("call_1", "ls"))}
+		}, 0, 1},
+		{"cut in the use, resumed whole, undecided", []string{"ls"}, func(run string) []signer.ModelCall {
+			return []signer.ModelCall{responsesCall(run, "POST", "resp_1", signer.ToolUse{ID: "call_1", Name: "Bash", Malformed: true}),
+				responsesCall(run, "GET", "resp_1", bash("call_1", "rm"))}
+		}, 1, 1},
+		{"whole, then a retrieve cut in the use", []string{"ls"}, func(run string) []signer.ModelCall {
+			return []signer.ModelCall{responsesCall(run, "POST", "resp_1", bash("call_1", "ls")),
+				responsesCall(run, "GET", "resp_1", signer.ToolUse{ID: "call_1", Name: "Bash", Truncated: true})}
+		}, 0, 1},
+		{"an unreadable use of another tool under the id counts", []string{"ls"}, func(run string) []signer.ModelCall {
+			return []signer.ModelCall{responsesCall(run, "POST", "resp_1", signer.ToolUse{ID: "call_1", Name: "Write", Malformed: true}),
+				responsesCall(run, "GET", "resp_1", bash("call_1", "ls"))}
+		}, 1, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, nil)

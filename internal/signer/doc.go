@@ -108,8 +108,10 @@
 // canonical arguments — is counted once: each such use counts as often
 // as creating calls carried it, at least once, and a retrieve's use
 // beyond that is listed in run.reconciled repeated (with the use it
-// repeats) instead of being matched. A retrieve thus never cancels a
-// use, and a use only a retrieve carried counts.
+// repeats) instead of being matched. A use of the same response, use id
+// and tool whose arguments could not be read (a stream cut in them and
+// resumed) repeats the one whose arguments were. A retrieve thus never
+// cancels a use, and a use only a retrieve carried counts.
 //
 // Args are never stored: a record carries verify.CommitArgs over a fresh
 // 32-byte salt, which the signer keeps ([Signer.RevealSalt]) so one

@@ -301,11 +301,11 @@ func (t *txn) recordModelCall(e InboxEntry) error {
 		d := ArgDigest{Run: c.Run, Index: l.Index, Pos: i, Kind: DigestRequested, Tool: u.Name, Digest: digests[i]}
 		t.b.Digests = append(t.b.Digests, d)
 		rs.recon.requested = append(rs.recon.requested, d)
-		if c.ResponseID == "" || u.ID == "" || digests[i] == nil {
+		if c.ResponseID == "" || u.ID == "" {
 			continue
 		}
 		k := useKey{retrieve: c.Method == http.MethodGet}
-		copy(k.key[:], useKeyOf(c.Provider, c.ResponseID, u.ID, u.Name, digests[i]))
+		copy(k.key[:], useKeyOf(c.Provider, c.ResponseID, u.ID, u.Name))
 		mark := createMark
 		if k.retrieve {
 			mark = retrieveMark

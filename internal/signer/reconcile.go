@@ -35,9 +35,9 @@ type usePos struct {
 }
 
 // useKey identifies a tool use across the model calls that carry the
-// same response: useKeyOf its provider, response id, use id, tool and
-// argument digest. retrieve says the use's model call retrieved the
-// response (method GET) rather than creating it.
+// same response: useKeyOf its provider, response id, use id and tool.
+// retrieve says the use's model call retrieved the response (method
+// GET) rather than creating it.
 type useKey struct {
 	key      [32]byte
 	retrieve bool
@@ -57,40 +57,51 @@ const (
 )
 
 // useKeyOf is the SHA-256 of a domain separator, provider, responseID,
-// useID and tool (each prefixed by its length as a uvarint) and the
-// argument digest: equal for two uses only when they are the same use
-// of the same response with the same arguments.
-func useKeyOf(provider, responseID, useID, tool string, digest []byte) []byte {
+// useID and tool, each prefixed by its length as a uvarint: equal for
+// two uses only when they are the same use (the provider's use id) of
+// the same response (the provider's response id).
+func useKeyOf(provider, responseID, useID, tool string) []byte {
 	h := sha256.New()
 	var n [binary.MaxVarintLen64]byte
 	for _, s := range []string{"custody tool use key v1", provider, responseID, useID, tool} {
 		h.Write(n[:binary.PutUvarint(n[:], uint64(len(s)))])
 		h.Write([]byte(s))
 	}
-	h.Write(digest)
 	return h.Sum(nil)
 }
 
-// repeats returns the requested uses that repeat another: a retrieve of
-// a response (GET /v1/responses/{id}, streamed, resumed or not) carries
-// again the uses its creating call carried, and the agent runs such a
-// use once. Among the uses with one key (the same provider, response,
-// use id, tool and arguments; a use without a response id, use id or
-// readable arguments has none), each a creating call carried counts,
-// and a retrieve's counts only if no creating call's and no earlier
-// retrieve's does: the key counts max(creating calls, 1) times. So a
-// retrieve never cancels a use, whatever the order the calls were
-// recorded in; a use only retrieves carry counts once; two creating
-// calls naming one response (which a provider does not write) both
-// count. The result maps each repeat to the use it repeats.
+// repeats returns the requested uses that repeat another, each mapped
+// to the use it repeats. A retrieve of a response (GET
+// /v1/responses/{id}, streamed, resumed or not) carries again the uses
+// its creating call carried, and the agent runs such a use once. Among
+// the uses with one key (the same provider, response, use id and tool;
+// a use without a response id or use id has none):
+//
+//   - of those whose arguments were read, with the same digest, each a
+//     creating call carried counts, and a retrieve's counts only if no
+//     creating call's and no earlier retrieve's does (max(creating
+//     calls, 1) in all), whatever the order they were recorded in;
+//   - one whose arguments could not be read (a stream cut in them, then
+//     resumed) repeats the first read one (a creating call's if any),
+//     if there is one: the provider's ids name one use, whose arguments
+//     are those read; else each counts (unmatched, unreported).
+//
+// So a retrieve never cancels a use a creating call carried, a use only
+// retrieves carry counts once, two creating calls naming one response
+// (which a provider does not write) both count, and uses of one key with
+// different arguments all count.
 func (r *reconState) repeats() map[usePos]usePos {
 	if len(r.keys) == 0 {
 		return nil
 	}
+	type sameArgs struct {
+		create    *usePos
+		retrieves []usePos
+	}
 	type group struct {
-		first, create usePos
-		hasCreate     bool
-		retrieves     []usePos
+		byArgs     map[string]*sameArgs
+		order      []string // digests in the order first met
+		unreadable []usePos
 	}
 	groups := map[[32]byte]*group{}
 	for _, u := range r.requested {
@@ -101,24 +112,46 @@ func (r *reconState) repeats() map[usePos]usePos {
 		}
 		g := groups[k.key]
 		if g == nil {
-			g = &group{first: p}
+			g = &group{byArgs: map[string]*sameArgs{}}
 			groups[k.key] = g
 		}
+		if u.Digest == nil {
+			g.unreadable = append(g.unreadable, p)
+			continue
+		}
+		a := g.byArgs[string(u.Digest)]
+		if a == nil {
+			a = &sameArgs{}
+			g.byArgs[string(u.Digest)] = a
+			g.order = append(g.order, string(u.Digest))
+		}
 		switch {
-		case !k.retrieve && !g.hasCreate:
-			g.create, g.hasCreate = p, true
 		case k.retrieve:
-			g.retrieves = append(g.retrieves, p)
+			a.retrieves = append(a.retrieves, p)
+		case a.create == nil:
+			a.create = &p
 		}
 	}
 	out := map[usePos]usePos{}
 	for _, g := range groups {
-		of, rs := g.create, g.retrieves
-		if !g.hasCreate {
-			of, rs = rs[0], rs[1:]
+		var read *usePos // the first read use that counts, a creating call's if any
+		for _, d := range g.order {
+			a := g.byArgs[d]
+			of, rs := a.create, a.retrieves
+			if of == nil {
+				of, rs = &rs[0], rs[1:]
+			}
+			for _, p := range rs {
+				out[p] = *of
+			}
+			if read == nil || (a.create != nil && r.keys[*read].retrieve) {
+				read = of
+			}
 		}
-		for _, p := range rs {
-			out[p] = of
+		if read != nil {
+			for _, p := range g.unreadable {
+				out[p] = *read
+			}
 		}
 	}
 	return out

@@ -92,7 +92,7 @@ const (
 	DigestDecided   = "decided"    // the args of a call.decided record
 	DigestRequested = "requested"  // the args of a tool use in a model.call record
 	DigestModelCall = "model_call" // a model.call record itself (Pos: its tool uses dropped; Tool "response_malformed" if its response could not be read; no digest)
-	DigestUseKey    = "use_key"    // what identifies a tool use of a model.call record that names its response (Pos: its position; Tool "retrieve" or "create"; Digest: see useKeyOf)
+	DigestUseKey    = "use_key"    // what identifies a tool use of a model.call record that names its response, beside its requested row (Pos: its position; Tool "retrieve" or "create"; Digest: useKeyOf)
 )
 
 // ArgDigest is the SHA-256 of one call's or tool use's canonical
