@@ -277,3 +277,51 @@ func TestAttack10ResponsesResponseID(t *testing.T) {
 		t.Errorf("Anthropic Result().ResponseID = %q, want none", r.ResponseID)
 	}
 }
+
+// A Responses API stream's response.created, response.in_progress and
+// response.queued events carry the response so far, and the SDKs take
+// response.created's as the snapshot that later events continue (the
+// Python SDK's accumulator starts from it): a use in its output is one,
+// recorded once, whole as it came unless later events at its output
+// index continue or replace it. The scanner read only their model,
+// status and usage (a provider or a man in the middle could hand the
+// client a use the record never held).
+func TestAttack10ResponsesSnapshotOutput(t *testing.T) {
+	snap := func(typ, status, args string) string {
+		return `event: ` + typ + "\n" + `data: {"type":"` + typ + `","sequence_number":0,"response":{"id":"resp_1","object":"response","status":"` + status + `","model":"gpt-5","output":[` +
+			`{"id":"fc_1","type":"function_call","status":"` + status + `","arguments":` + strconv.Quote(args) + `,"call_id":"call_1","name":"rm"}]}}`
+	}
+	added := `event: response.output_item.added` + "\n" + `data: {"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"in_progress","arguments":"","call_id":"call_1","name":"rm"}}`
+	delta := `event: response.function_call_arguments.delta` + "\n" + `data: {"type":"response.function_call_arguments.delta","sequence_number":2,"item_id":"fc_1","output_index":0,"delta":"{\"path\":\"/etc\"}"}`
+	itemDone := `event: response.output_item.done` + "\n" + `data: {"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"completed","arguments":"{\"path\":\"/etc\"}","call_id":"call_1","name":"rm"}}`
+	completed := `event: response.completed` + "\n" + `data: {"type":"response.completed","sequence_number":4,"response":{"id":"resp_1","object":"response","status":"completed","model":"gpt-5","output":[` +
+		`{"id":"fc_1","type":"function_call","status":"completed","arguments":"{\"path\":\"/etc\"}","call_id":"call_1","name":"rm"}]}}`
+	root := []Use{{ID: "call_1", Name: "rm", Args: args(`{"path":"/"}`)}}
+	etc := []Use{{ID: "call_1", Name: "rm", Args: args(`{"path":"/etc"}`)}}
+	for _, tc := range []struct {
+		name string
+		body string
+		want []Use
+	}{
+		{"created, cut", sse(snap("response.created", "in_progress", `{"path":"/"}`)), root},
+		{"in_progress, cut", sse(snap("response.in_progress", "in_progress", `{"path":"/"}`)), root},
+		{"queued, cut", sse(snap("response.queued", "queued", `{"path":"/"}`)), root},
+		{"created, in_progress, cut: once", sse(snap("response.created", "in_progress", `{"path":"/"}`), snap("response.in_progress", "in_progress", `{"path":"/"}`)), root},
+		{"created, completed: once", sse(snap("response.created", "in_progress", `{"path":"/"}`), completed), etc},
+		{"created, continued to the end: once", sse(snap("response.created", "in_progress", ""), added, delta, itemDone,
+			snap("response.in_progress", "in_progress", `{"path":"/etc"}`), completed), etc},
+		{"created with partial arguments, cut", sse(snap("response.created", "in_progress", `{"path":`)), []Use{{ID: "call_1", Name: "rm", Malformed: true}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := scan(OpenAIResponses, ctSSE, Limits{}, tc.body)
+			if !same(Result{Uses: r.Uses}, Result{Uses: tc.want}) {
+				t.Fatalf("Result() =\n%s\nwant uses %+v", show(r), tc.want)
+			}
+			for i := 0; i <= len(tc.body); i += 17 {
+				if got := scan(OpenAIResponses, ctSSE, Limits{}, tc.body[:i], tc.body[i:]); !same(got, r) {
+					t.Fatalf("split at %d: Result() =\n%s\nwant\n%s", i, show(got), show(r))
+				}
+			}
+		})
+	}
+}

@@ -174,6 +174,17 @@ func (s *Scanner) responsesEvent(data []byte) {
 	switch e.Type {
 	case "response.created", "response.in_progress", "response.queued":
 		s.respResponse(e.Response)
+		if e.Response != nil {
+			// The response so far (the SDKs' snapshot): a use in its
+			// output at an index that carried none begins there,
+			// whole as it came unless later events continue it.
+			for i := range e.Response.Output {
+				it, k := &e.Response.Output[i], int64(i)
+				if _, ok := s.open[k]; !ok && s.respUnseen(k) {
+					s.respSnapshotUse(k, it)
+				}
+			}
+		}
 	case "response.completed", "response.incomplete", "response.failed":
 		s.respResponse(e.Response)
 		if e.Response != nil {
@@ -198,6 +209,10 @@ func (s *Scanner) responsesEvent(data []byte) {
 			return
 		}
 		if kind, server := respUseKind(e.Item.Type); kind != respNone {
+			if p, ok := s.open[*e.OutputIndex]; ok && p.whole {
+				s.respAdopt(p, e.Item) // begun by the response so far: continued
+				return
+			}
 			s.respNote(*e.OutputIndex)
 			p := s.begin(*e.OutputIndex, e.Item.id(), e.Item.name(), server)
 			p.str = kind == respString
@@ -277,6 +292,56 @@ func (s *Scanner) respDone(key int64, p *pending, item *respItem) {
 		s.respFragment(p, item.Arguments, true)
 	}
 	s.finish(key, p, false)
+}
+
+// respSnapshotUse begins the use item (if it is one) at output index k
+// of the response so far (response.created, in_progress, queued), its
+// arguments as they are there: whole unless later events at k give
+// others.
+func (s *Scanner) respSnapshotUse(k int64, it *respItem) {
+	kind, server := respUseKind(it.Type)
+	if kind == respNone {
+		return
+	}
+	s.respNote(k)
+	p := s.begin(k, it.id(), it.name(), server)
+	p.str, p.builtin, p.whole = kind == respString, kind == respBuiltin, true
+	var start []byte
+	switch kind {
+	case respString:
+		if it.Input != nil {
+			start = []byte(*it.Input)
+		}
+	case respBuiltin:
+		start = it.builtinArgs()
+	default:
+		var ok bool
+		if start, ok = jsonArgs(it.Arguments); !ok && len(bytes.TrimSpace(it.Arguments)) > 0 && string(bytes.TrimSpace(it.Arguments)) != "null" {
+			p.malformed = true
+		}
+	}
+	if len(start) > 0 && p.slot >= 0 {
+		if len(start) > s.lim.MaxArgs {
+			p.startOver = true
+		} else {
+			p.start = append([]byte(nil), start...)
+		}
+	}
+}
+
+// respAdopt takes output_item.added's item for the use p the response
+// so far began: its id and name if p has none.
+func (s *Scanner) respAdopt(p *pending, it *respItem) {
+	if p.slot < 0 {
+		return
+	}
+	u := &s.res.Uses[p.slot]
+	if u.ID == "" {
+		u.ID, p.malformed = clip(it.id(), p.malformed)
+	}
+	if u.Name == "" {
+		u.Name, p.malformed = clip(it.name(), p.malformed)
+	}
 }
 
 // maxRespSeen bounds the output indexes of uses a Responses stream

@@ -105,6 +105,11 @@
 //	  carried no use begins one there (named by arguments.done's "name",
 //	  else by its output_item.done), and a use in the completed response's
 //	  output at an index that carried none is a use.
+//	  response.created, response.in_progress and response.queued carry
+//	  the response so far (the SDKs' snapshot): a use in its output at an
+//	  index that carried none begins there, whole as it came unless later
+//	  events at that index (output_item.added, arguments, output_item.done,
+//	  the completed response) continue or replace it; each use once.
 //	  Items of type custom_tool_call ("input", a free-form string) are uses
 //	  with Args a JSON string; mcp_call items are uses with Server set.
 //	  The built-in tools the client runs are uses named by their item type
