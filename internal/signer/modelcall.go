@@ -63,7 +63,7 @@ type ModelCall struct {
 	// can retrieve a response again (OpenAI Responses: GET
 	// /v1/responses/{id}), from the response body; "" if none. A use a
 	// retrieve (Method GET) carries again is counted once (see
-	// [reconState.match]).
+	// [reconState.repeats]).
 	ResponseID string `json:"response_id,omitempty"`
 }
 
