@@ -97,3 +97,47 @@ func TestAttack10RecorderNamesRetrievedResponse(t *testing.T) {
 		}
 	}
 }
+
+// A resumed Responses stream cut before its completed event carries no
+// response object, so its body names no response; the retrieve's path
+// does (GET /v1/responses/{id}, whose upstream answered for that id),
+// and the call names it, so that the signer counts the use it carries
+// again once. A body that names another response than the path names
+// none.
+func TestAttack10RecorderResponseIDFromPath(t *testing.T) {
+	itemDone := "event: response.output_item.done\n" + `data: {"type":"response.output_item.done","sequence_number":9,"output_index":0,"item":{"id":"fc_1","type":"function_call","status":"completed","arguments":"{}","call_id":"call_1","name":"rm"}}` + "\n\n"
+	completed := func(id string) string {
+		return "event: response.completed\n" + `data: {"type":"response.completed","sequence_number":10,"response":{"id":"` + id + `","object":"response","status":"completed","model":"gpt-5","output":[]}}` + "\n\n"
+	}
+	for _, tc := range []struct{ name, method, path, upstream, want string }{
+		{"resumed, cut before completed", "GET", "/openai/v1/responses/resp_1?stream=true&starting_after=5", itemDone, "resp_1"},
+		{"resumed, completed", "GET", "/openai/v1/responses/resp_1?stream=true&starting_after=5", itemDone + completed("resp_1"), "resp_1"},
+		{"resumed, the body names another", "GET", "/openai/v1/responses/resp_1?stream=true&starting_after=5", itemDone + completed("resp_2"), ""},
+		{"cancelled", "POST", "/openai/v1/responses/resp_1/cancel", itemDone, "resp_1"},
+		{"created: the path names none", "POST", "/openai/v1/responses", itemDone, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log := &callLog{}
+			e := newEnv(t, func(o *Options) { o.Recorder = log })
+			e.up["openai"].setHandler(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				io.WriteString(w, tc.upstream)
+			})
+			m := e.mint(t, Grant{Providers: []string{"openai"}, RunID: "run-10", Tenant: "agents", Agent: "a1"})
+			body := ""
+			if tc.method == "POST" {
+				body = `{"model":"gpt-5","input":"hi"}`
+			}
+			if code, _, _ := e.do(t, tc.method, tc.path, bearer(m.Token), body); code != 200 {
+				t.Fatalf("%s %s = %d, want 200", tc.method, tc.path, code)
+			}
+			calls := log.all()
+			if len(calls) != 1 || len(calls[0].Response.Uses) != 1 {
+				t.Fatalf("recorded %+v, want one call with one use", calls)
+			}
+			if got := calls[0].Response.ResponseID; got != tc.want {
+				t.Errorf("recorded ResponseID = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

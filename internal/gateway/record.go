@@ -6,6 +6,7 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,7 +45,11 @@ type Call struct {
 	ResponseSHA256       [32]byte
 	// Response is what internal/tooluse read of the response: tool uses
 	// the model requested, usage, stop reason (zero for a path it has no
-	// format for, e.g. embeddings).
+	// format for, e.g. embeddings). Its ResponseID, for a path that
+	// names a Responses API response (GET /v1/responses/{id}, POST
+	// /v1/responses/{id}/cancel), is that id when the body names none
+	// (a resumed stream cut before its completed event), and "" when the
+	// body names another.
 	Response tooluse.Result
 }
 
@@ -63,7 +68,8 @@ type recording struct {
 	resHash hash.Hash // nil unless record
 	scanner *tooluse.Scanner
 	format  tooluse.Format
-	known   bool // format known for the path
+	known   bool   // format known for the path
+	respID  string // the Responses API response the path names, if any
 	w       http.ResponseWriter
 	wrote   bool
 	refused string // the outcome of a refusal, set by Gateway.refuse
@@ -88,7 +94,24 @@ func (g *Gateway) startRecording(c *Claims, p *provider, r *http.Request, rest s
 		Started: g.now(),
 	}
 	rc.format, rc.known = tooluse.FormatFor(p.kind, rest)
+	if rc.known && rc.format == tooluse.OpenAIResponses {
+		rc.respID = pathResponseID(rest)
+	}
 	return rc
+}
+
+// pathResponseID is the response id a Responses API path names:
+// .../responses/{id} or .../responses/{id}/cancel; else "".
+func pathResponseID(rest string) string {
+	segs := strings.Split(rest, "/")
+	n := len(segs)
+	switch {
+	case n >= 3 && segs[n-2] == "responses":
+		return segs[n-1]
+	case n >= 4 && segs[n-3] == "responses" && segs[n-1] == "cancel":
+		return segs[n-2]
+	}
+	return ""
 }
 
 // writer wraps w: every byte the client gets is hashed and, once the
@@ -118,6 +141,15 @@ func (rc *recording) finish(ctx context.Context, outcome string, model string) {
 	}
 	if rc.scanner != nil {
 		c.Response = rc.scanner.Result()
+		if id := rc.respID; id != "" {
+			switch c.Response.ResponseID {
+			case "":
+				c.Response.ResponseID = id // the upstream answered for it
+			case id:
+			default:
+				c.Response.ResponseID = "" // the body names another
+			}
+		}
 	}
 	if u := rc.meter.chunk; u != nil {
 		// The usage-only chunk ends the stream: its counts are the
