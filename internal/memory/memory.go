@@ -37,6 +37,12 @@
 // ([ErrVersionConflict]). A lease held by a pod that no longer exists
 // ([Options.HolderAlive]) may be taken over at once.
 //
+// A state value is stored and read byte for byte, over HTTP and MCP
+// alike, so both accept the same values: one I-JSON value (RFC 7493:
+// valid UTF-8, no unpaired surrogate escape, no member name twice in an
+// object), numbers within float64's range (any precision), arrays and
+// objects nested at most 100 deep; anything else is [ErrInvalid].
+//
 // # HTTP
 //
 // [Service.Handler] serves, behind apikey's Middleware:

@@ -1,16 +1,20 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/agentcustody/custody/internal/apikey"
 	"github.com/agentcustody/custody/internal/memory/terms"
@@ -240,7 +244,8 @@ func (s *Service) Lease(ctx context.Context, caller apikey.Identity, ns Namespac
 	return g, nil
 }
 
-// PutState writes value (valid JSON, at most MaxStateBytes) to slot name
+// PutState writes value (one JSON value, at most MaxStateBytes, see the
+// package doc) to slot name
 // of ns, fenced by caller's lease epoch and the expected version ifVersion
 // (0: never written; [AnyVersion]: any). It fails with
 // [ErrNamespaceMismatch], [ErrInvalid], a [*TooLargeError], [ErrLeaseLost],
@@ -261,8 +266,8 @@ func (s *Service) PutState(ctx context.Context, caller apikey.Identity, ns Names
 	if len(value) > s.maxState {
 		return State{}, &TooLargeError{What: "state", Limit: int64(s.maxState)}
 	}
-	if !json.Valid(value) {
-		return State{}, invalid("state must be a JSON value")
+	if err := checkStateValue(value); err != nil {
+		return State{}, err
 	}
 	st, err := s.store.PutWorkingState(ctx, ns, name, PutRequest{
 		Holder: caller, Epoch: epoch, IfVersion: ifVersion, Value: value, Now: s.now().UTC(),
@@ -271,6 +276,44 @@ func (s *Service) PutState(ctx context.Context, caller apikey.Identity, ns Names
 		return State{}, fmt.Errorf("memory: put state: %w", err)
 	}
 	return s.liveLease(st), nil
+}
+
+// maxStateDepth bounds the nesting of arrays and objects in a state
+// value: far beyond any working state, and within what common readers
+// take in the response that carries it (Python's json stops near 1000
+// levels; encoding/json at 10000, which the MCP result's own levels
+// reached first).
+const maxStateDepth = 100
+
+// checkStateValue refuses a state value that some path could not carry
+// as written, so that HTTP and MCP store and read the same values: it
+// must be one I-JSON value (RFC 7493: valid UTF-8, no unpaired surrogate
+// escape, no member name twice in an object, which readers resolve
+// differently), every number must be within float64's range (1e400 is
+// refused: the MCP SDKs read numbers as doubles), and arrays and objects
+// nest at most maxStateDepth deep.
+func checkStateValue(value []byte) error {
+	if !utf8.Valid(value) || !jsontext.Value(value).IsValid() {
+		return invalid("state must be one JSON value of valid UTF-8, without duplicate members or unpaired surrogate escapes (\\ud800)")
+	}
+	dec := jsontext.NewDecoder(bytes.NewReader(value))
+	for {
+		tok, err := dec.ReadToken()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return invalid("state must be one JSON value")
+		}
+		if dec.StackDepth() > maxStateDepth {
+			return invalid("state nests arrays and objects over %d deep", maxStateDepth)
+		}
+		if tok.Kind() == '0' {
+			if _, err := strconv.ParseFloat(tok.String(), 64); err != nil {
+				return invalid("state number %.32s is out of float64's range", tok.String())
+			}
+		}
+	}
 }
 
 // Release ends caller's lease epoch on slot name of ns. It fails with
