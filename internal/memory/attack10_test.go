@@ -76,3 +76,29 @@ func TestAttack10StateValuesAgree(t *testing.T) {
 		})
 	}
 }
+
+// TestAttack10MCPIfMatchNullRequired: state_put with "if_match": null is
+// refused as HTTP refuses a PUT without If-Match (precondition_required).
+// json.Unmarshal of null into an int64 leaves it 0 without an error, so
+// null was read as version 0: a write with no precondition stated was
+// taken as "never written" and stored.
+func TestAttack10MCPIfMatchNullRequired(t *testing.T) {
+	e := newEnv(t, memory.Options{})
+	ctx := context.Background()
+	cs, err := e.connect(ctx, e.key("agents", "run-1", "pod-a"))
+	if err != nil {
+		t.Fatalf("Connect() = %v", err)
+	}
+	defer cs.Close()
+	var g memory.Grant
+	if msg := call(t, cs, "state_lease", map[string]any{"name": "plan"}, &g); msg != "" {
+		t.Fatalf("state_lease: %s", msg)
+	}
+	msg := call(t, cs, "state_put", map[string]any{"name": "plan", "epoch": g.Epoch, "if_match": nil, "state": 1}, nil)
+	if msg == "" || errorCode(t, msg) != "precondition_required" {
+		t.Errorf("state_put(if_match null) = %q, want precondition_required", msg)
+	}
+	if st, err := e.db.GetWorkingState(ctx, memory.Namespace{Tenant: "agents", Agent: "run-1"}, "plan"); err != nil || st.Version != 0 {
+		t.Errorf("after state_put(if_match null): %+v, %v, want version 0", st, err)
+	}
+}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -210,8 +211,12 @@ func (s *Service) toolStatePut(ctx context.Context, caller apikey.Identity, ns N
 }
 
 // parseIfMatchJSON accepts a JSON number or a string that [ParseIfMatch]
-// accepts.
+// accepts; null (or nothing) is [ErrPreconditionRequired], as a PUT
+// without If-Match is.
 func parseIfMatchJSON(raw json.RawMessage) (int64, error) {
+	if t := bytes.TrimSpace(raw); len(t) == 0 || string(t) == "null" {
+		return 0, ErrPreconditionRequired
+	}
 	var n int64
 	if err := json.Unmarshal(raw, &n); err == nil {
 		if n < 0 {
