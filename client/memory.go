@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -125,11 +126,21 @@ func (c *Client) GetState(ctx context.Context, name string) (State, error) {
 }
 
 // AcquireLease takes (or renews) the lease on a slot; ttl 0 uses the
-// server default. It returns the slot's current state to resume from.
+// server default, any other is rounded up to whole seconds (the server's
+// ttl_seconds: a ttl under a second asks for 1 s, not the default), and a
+// negative ttl is an error. It returns the slot's current state to resume
+// from.
 func (c *Client) AcquireLease(ctx context.Context, name string, ttl time.Duration) (Lease, error) {
+	if ttl < 0 {
+		return Lease{}, fmt.Errorf("client: negative lease ttl %v", ttl)
+	}
 	var body any
 	if ttl > 0 {
-		body = map[string]int64{"ttl_seconds": int64(ttl / time.Second)}
+		secs := int64(ttl / time.Second)
+		if ttl%time.Second != 0 {
+			secs++
+		}
+		body = map[string]int64{"ttl_seconds": secs}
 	}
 	var out Lease
 	err := c.call(ctx, http.MethodPost, "/state/"+url.PathEscape(name)+"/lease", body, nil, &out)

@@ -3,6 +3,7 @@ make the SDK put the key into an exception, or follow a redirect."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import traceback
@@ -67,6 +68,34 @@ class AttackTest(unittest.TestCase):
         finally:
             srv.stop()
             dst.stop()
+
+    def test_attack10_lease_ttl_under_a_second(self) -> None:
+        # acquire_lease sent int(ttl): a lease asked for under a second was
+        # sent as ttl_seconds 0, custody's default (5 minutes), and a
+        # negative one as the default too.
+        sent = []
+
+        def handler(method: str, path: str, headers: Dict[str, str], body: bytes) -> Any:
+            if path == "/v1/auth/static":
+                return 200, {}, harness.key_answer("ck_attack_ttl")
+            sent.append(body)
+            return 200, {}, {"name": "plan", "epoch": 1, "expires_at": "2026-10-12T09:00:00Z", "version": 0, "state": None}
+
+        srv = harness.StandIn(handler)
+        try:
+            c = custody.Client(srv.url, self.token, method="static")
+            for ttl, want in ((0.5, 1), (1, 1), (1.5, 2), (60, 60)):
+                sent.clear()
+                c.acquire_lease("plan", ttl=ttl)
+                self.assertEqual(len(sent), 1)
+                self.assertEqual(json.loads(sent[0]), {"ttl_seconds": want}, "ttl=%r" % ttl)
+            sent.clear()
+            for bad in (-1, float("nan"), float("inf")):
+                with self.assertRaises(ValueError):
+                    c.acquire_lease("plan", ttl=bad)
+            self.assertEqual(sent, [])
+        finally:
+            srv.stop()
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ nothing.
 
 from __future__ import annotations
 
+import math
 import urllib.parse
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -263,16 +264,20 @@ class MemoryMixin:
 
         Args:
             name: the slot.
-            ttl: the lease's lifetime in seconds (whole seconds are sent);
+            ttl: the lease's lifetime in seconds, rounded up to whole
+                seconds (under a second asks for 1 s, not the default);
                 0 uses custody's default (5 minutes unless configured).
 
         Raises:
             Conflict: 409 ``lease_held``: another live session holds it
                 (``details["holder"]``, ``details["expires_at"]``).
+            ValueError: ttl is negative or not a finite number.
         """
+        if not (ttl >= 0 and math.isfinite(ttl)):
+            raise ValueError("lease ttl must be a finite number of seconds, 0 or more")
         body = None
         if ttl > 0:
-            body = encode_json({"ttl_seconds": int(ttl)})
+            body = encode_json({"ttl_seconds": math.ceil(ttl)})
         return Lease.from_json(self._ns_call("POST", "/state/%s/lease" % _seg(name), body).object())
 
     def put_state(self, name: str, epoch: int, version: int, value: Any) -> State:
