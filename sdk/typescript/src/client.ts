@@ -132,9 +132,15 @@ export class Client extends Session {
    *
    * @throws {Conflict} another live session holds it (409 `lease_held`;
    *   `details.holder`, `details.expires_at`).
+   * @throws {RangeError} `ttlSeconds` is negative or not a finite number.
    */
   async acquireLease(name: string, opts: LeaseOptions = {}): Promise<Lease> {
-    const body = opts.ttlSeconds && opts.ttlSeconds > 0 ? JSON.stringify({ ttl_seconds: Math.trunc(opts.ttlSeconds) }) : undefined;
+    const ttl = opts.ttlSeconds ?? 0;
+    if (!(ttl >= 0 && Number.isFinite(ttl))) {
+      throw new RangeError("ttlSeconds must be a finite number of seconds, 0 or more");
+    }
+    // Rounded up: under a second asks for 1 s, not the default (0).
+    const body = ttl > 0 ? JSON.stringify({ ttl_seconds: Math.ceil(ttl) }) : undefined;
     return (await this.#memory("POST", `/state/${esc(name)}/lease`, opts, { body })) as Lease;
   }
 

@@ -101,8 +101,9 @@ export interface Lease {
 /** Options of {@link Client.acquireLease}. */
 export interface LeaseOptions extends CallOptions {
   /**
-   * The lease's lifetime in whole seconds; unset or 0: custody's default
-   * (5 minutes unless configured).
+   * The lease's lifetime in seconds, rounded up to whole seconds (under a
+   * second asks for 1 s); unset or 0: custody's default (5 minutes unless
+   * configured). Negative, NaN or infinite is a RangeError.
    */
   ttlSeconds?: number | undefined;
 }

@@ -59,3 +59,40 @@ test("a POST whose reused connection is reset after custody read it is not sent 
     await new Promise((resolve) => server.close(resolve));
   }
 });
+
+// Attack round 10: acquireLease sent Math.trunc(ttlSeconds), so a lease
+// asked for under a second was sent as ttl_seconds 0, custody's default
+// (5 minutes), and a negative one as the default too.
+test("acquireLease rounds a ttl up to whole seconds and refuses a negative one", async () => {
+  const sent = [];
+  const server = createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      res.writeHead(200, { "Content-Type": "application/json" });
+      if (req.url.startsWith("/v1/auth/")) {
+        res.end(JSON.stringify(exchanged()));
+        return;
+      }
+      sent.push(body);
+      res.end(JSON.stringify({ name: "plan", epoch: 1, expires_at: "2026-10-12T09:00:00Z", version: 0, state: null }));
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  try {
+    const c = new Client({ url: `http://127.0.0.1:${server.address().port}`, tokenFile, method: "static" });
+    for (const [ttl, want] of [[0.5, 1], [1, 1], [1.5, 2], [60, 60]]) {
+      sent.length = 0;
+      await c.acquireLease("plan", { ttlSeconds: ttl });
+      assert.deepEqual(sent.map((b) => JSON.parse(b)), [{ ttl_seconds: want }], `ttlSeconds ${ttl}`);
+    }
+    sent.length = 0;
+    for (const bad of [-1, NaN, Infinity]) {
+      await assert.rejects(c.acquireLease("plan", { ttlSeconds: bad }), RangeError);
+    }
+    assert.deepEqual(sent, []);
+  } finally {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
+});
