@@ -48,6 +48,7 @@ func Memory(t *testing.T, open func(testing.TB) memory.Store) {
 		{"LeaseHolderKey", testLeaseHolderKey},
 		{"ReleaseLease", testReleaseLease},
 		{"PutFencing", testPutFencing},
+		{"Attack10StateSlotVariants", testAttack10StateSlotVariants},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
