@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -100,5 +101,71 @@ func TestAttack10MCPIfMatchNullRequired(t *testing.T) {
 	}
 	if st, err := e.db.GetWorkingState(ctx, memory.Namespace{Tenant: "agents", Agent: "run-1"}, "plan"); err != nil || st.Version != 0 {
 		t.Errorf("after state_put(if_match null): %+v, %v, want version 0", st, err)
+	}
+}
+
+// TestAttack10LeaseEdges: held. Lease TTLs of 0 (the default), negative,
+// over the maximum and overflowing a Duration are handled alike over HTTP
+// and MCP; another session can neither release nor renew the lease; a
+// release and re-acquire by the same holder gives the next epoch and
+// fences the old one; and a clock that moves back after a takeover does
+// not let the old holder write again (fencing is by epoch and holder,
+// never by time alone).
+func TestAttack10LeaseEdges(t *testing.T) {
+	e := newEnv(t, memory.Options{})
+	ctx := context.Background()
+	a := e.key("agents", "run-1", "pod-a")
+	b := e.key("agents", "run-1", "pod-b")
+	cs, err := e.connect(ctx, a)
+	if err != nil {
+		t.Fatalf("Connect() = %v", err)
+	}
+	defer cs.Close()
+	for _, ttl := range []string{"-1", "3601", "9223372036854775807", "9223372036854775808", "1.5", `"60"`} {
+		if r := e.do("POST", base+"/state/ttl/lease", a, `{"ttl_seconds":`+ttl+`}`); r.status != http.StatusBadRequest {
+			t.Errorf("lease(ttl_seconds %s) = %d %s, want 400", ttl, r.status, r.raw)
+		}
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "state_lease", Arguments: json.RawMessage(`{"name":"ttl","ttl_seconds":` + ttl + `}`)})
+		if err != nil || !res.IsError {
+			t.Errorf("state_lease(ttl_seconds %s) = %v, %v; want refused", ttl, res, err)
+		}
+	}
+	r := e.do("POST", base+"/state/plan/lease", a, `{"ttl_seconds":0}`)
+	if r.status != 200 || r.num("epoch") != 1 || r.str("expires_at") != "2026-10-12T09:05:00Z" {
+		t.Fatalf("lease(ttl_seconds 0) = %d %s, want epoch 1 for the default 5 minutes", r.status, r.raw)
+	}
+	// Another session cannot release or renew it.
+	if r := e.do("DELETE", base+"/state/plan/lease", b, "", "Lease-Epoch: 1"); r.status != 409 || r.str("error") != "lease_lost" {
+		t.Errorf("release(pod-b, epoch 1) = %d %s, want 409 lease_lost", r.status, r.raw)
+	}
+	if r := e.do("POST", base+"/state/plan/lease", b, ""); r.status != 409 || r.str("error") != "lease_held" {
+		t.Errorf("lease(pod-b) = %d %s, want 409 lease_held", r.status, r.raw)
+	}
+	// Release and re-acquire: epoch 2; epoch 1 is fenced.
+	if r := e.do("DELETE", base+"/state/plan/lease", a, "", "Lease-Epoch: 1"); r.status != 204 {
+		t.Fatalf("release(pod-a) = %d %s", r.status, r.raw)
+	}
+	if r := e.do("POST", base+"/state/plan/lease", a, ""); r.status != 200 || r.num("epoch") != 2 {
+		t.Fatalf("re-lease(pod-a) = %d %s, want epoch 2", r.status, r.raw)
+	}
+	if r := e.do("PUT", base+"/state/plan", a, `1`, "Lease-Epoch: 1", "If-Match: *"); r.status != 409 || r.str("error") != "lease_lost" {
+		t.Errorf("put(epoch 1 after re-lease) = %d %s, want 409 lease_lost", r.status, r.raw)
+	}
+	// pod-b takes it over after expiry; the clock then moves back an hour.
+	e.clock.Advance(6 * time.Minute)
+	if r := e.do("POST", base+"/state/plan/lease", b, ""); r.status != 200 || r.num("epoch") != 3 {
+		t.Fatalf("lease(pod-b after expiry) = %d %s, want epoch 3", r.status, r.raw)
+	}
+	e.clock.Advance(-time.Hour)
+	for _, epoch := range []string{"2", "3"} {
+		if r := e.do("PUT", base+"/state/plan", a, `2`, "Lease-Epoch: "+epoch, "If-Match: *"); r.status != 409 || r.str("error") != "lease_lost" {
+			t.Errorf("put(pod-a, epoch %s, clock moved back) = %d %s, want 409 lease_lost", epoch, r.status, r.raw)
+		}
+	}
+	if r := e.do("POST", base+"/state/plan/lease", a, ""); r.status != 409 || r.str("error") != "lease_held" {
+		t.Errorf("lease(pod-a, clock moved back) = %d %s, want 409 lease_held", r.status, r.raw)
+	}
+	if r := e.do("PUT", base+"/state/plan", b, `3`, "Lease-Epoch: 3", "If-Match: 0"); r.status != 200 {
+		t.Errorf("put(pod-b, epoch 3) = %d %s, want 200", r.status, r.raw)
 	}
 }
