@@ -169,3 +169,44 @@ func TestAttack10LeaseEdges(t *testing.T) {
 		t.Errorf("put(pod-b, epoch 3) = %d %s, want 200", r.status, r.raw)
 	}
 }
+
+// TestAttack10GoneHolderLeasesAgain: HolderAlive was asked only about a
+// lease's current holder, never about the caller. A pod that HolderAlive
+// reports gone (deleted, or terminating in its grace period) keeps a
+// working key until the key expires (15 minutes by default); once its
+// successor released the slot (or let the lease lapse), the gone pod got
+// the next epoch and overwrote what the successor wrote. It must be
+// refused 403 holder_gone.
+func TestAttack10GoneHolderLeasesAgain(t *testing.T) {
+	e := newEnv(t, memory.Options{})
+	a := e.key("agents", "run-1", "pod-a")
+	b := e.key("agents", "run-1", "pod-b")
+	if r := e.do("POST", base+"/state/plan/lease", a, ""); r.status != 200 {
+		t.Fatalf("lease(pod-a) = %d %s", r.status, r.raw)
+	}
+	e.setGone("pod-a")
+	if r := e.do("POST", base+"/state/plan/lease", b, ""); r.status != 200 || r.num("epoch") != 2 {
+		t.Fatalf("lease(pod-b) = %d %s, want the takeover at epoch 2", r.status, r.raw)
+	}
+	if r := e.do("PUT", base+"/state/plan", b, `"successor"`, "Lease-Epoch: 2", "If-Match: 0"); r.status != 200 {
+		t.Fatalf("put(pod-b) = %d %s", r.status, r.raw)
+	}
+	if r := e.do("DELETE", base+"/state/plan/lease", b, "", "Lease-Epoch: 2"); r.status != 204 {
+		t.Fatalf("release(pod-b) = %d %s", r.status, r.raw)
+	}
+	r := e.do("POST", base+"/state/plan/lease", a, "")
+	if r.status == 200 {
+		w := e.do("PUT", base+"/state/plan", a, `"zombie"`, "Lease-Epoch: 3", "If-Match: *")
+		t.Errorf("lease(pod-a, gone) = 200 epoch %d, then put = %d: a gone pod overwrote its successor's state", r.num("epoch"), w.status)
+	} else if r.status != 403 || r.str("error") != "holder_gone" {
+		t.Errorf("lease(pod-a, gone) = %d %s, want 403 holder_gone", r.status, r.raw)
+	}
+	if st, err := e.db.GetWorkingState(context.Background(), memory.Namespace{Tenant: "agents", Agent: "run-1"}, "plan"); err != nil ||
+		string(st.Value) != `"successor"` || st.Lease != nil {
+		t.Errorf("state after the gone pod's lease = %+v, %v; want the successor's value, no lease", st, err)
+	}
+	// The successor (alive) leases again.
+	if r := e.do("POST", base+"/state/plan/lease", b, ""); r.status != 200 || r.num("epoch") != 3 {
+		t.Errorf("lease(pod-b) = %d %s, want epoch 3", r.status, r.raw)
+	}
+}

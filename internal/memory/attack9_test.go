@@ -174,8 +174,8 @@ func TestAttack9RecreatedPodIsFenced(t *testing.T) {
 			t.Errorf("release(old, epoch %s) = %d %s, want 409", epoch, r.status, r.raw)
 		}
 	}
-	if r := e.do("POST", base+"/state/plan/lease", old, ""); r.status != 409 || r.str("error") != "lease_held" {
-		t.Errorf("lease(old) = %d %s, want 409 lease_held", r.status, r.raw)
+	if r := e.do("POST", base+"/state/plan/lease", old, ""); r.status != 403 || r.str("error") != "holder_gone" {
+		t.Errorf("lease(old) = %d %s, want 403 holder_gone (round 10: a gone pod is granted no lease)", r.status, r.raw)
 	}
 	cs, err := e.connect(context.Background(), old)
 	if err != nil {

@@ -89,6 +89,8 @@ func errorBody(err error) (int, apierror.Body) {
 	switch {
 	case errors.Is(err, ErrNamespaceMismatch):
 		b.Message = "the key is not for this tenant and agent"
+	case errors.Is(err, ErrHolderGone):
+		b.Message = "the caller's pod no longer exists; no lease is granted to it"
 	case errors.Is(err, ErrNotFound):
 		b.Message = "no such memory or state in this namespace"
 	case errors.As(err, &held):

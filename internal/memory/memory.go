@@ -35,7 +35,10 @@
 // transaction as the write, so a pod whose lease has passed to another is
 // fenced off ([ErrLeaseLost]) and a write based on stale state is refused
 // ([ErrVersionConflict]). A lease held by a pod that no longer exists
-// ([Options.HolderAlive]) may be taken over at once.
+// ([Options.HolderAlive]) may be taken over at once, and such a pod is
+// granted no lease ([ErrHolderGone]): its key outlives it, and it would
+// otherwise take the next epoch once its successor releases the slot or
+// lets the lease lapse.
 //
 // A state value is stored and read byte for byte, over HTTP and MCP
 // alike, so both accept the same values: one I-JSON value (RFC 7493:
@@ -78,6 +81,10 @@ var (
 	// ErrNamespaceMismatch: the caller's key is for another tenant or
 	// agent than the namespace asked for. 403 namespace_mismatch.
 	ErrNamespaceMismatch = errors.New("namespace does not match the caller's key")
+	// ErrHolderGone: [Options.HolderAlive] reports the caller's own pod
+	// gone (deleted, terminating, or re-created under its name), so it is
+	// granted no lease. 403 holder_gone.
+	ErrHolderGone = errors.New("the caller's pod no longer exists")
 	// ErrNotFound: no such memory in this namespace, or the state slot
 	// has never been written. 404 not_found.
 	ErrNotFound = errors.New("not found")
@@ -152,7 +159,7 @@ func HTTPStatusFor(err error) int {
 	switch {
 	case err == nil:
 		return http.StatusOK
-	case errors.Is(err, ErrNamespaceMismatch):
+	case errors.Is(err, ErrNamespaceMismatch), errors.Is(err, ErrHolderGone):
 		return http.StatusForbidden
 	case errors.Is(err, ErrNotFound):
 		return http.StatusNotFound
@@ -172,12 +179,14 @@ func HTTPStatusFor(err error) int {
 }
 
 // ErrorCode maps an error from this package to the wire "error" code:
-// namespace_mismatch, not_found, lease_held, lease_lost, version_conflict,
+// namespace_mismatch, holder_gone, not_found, lease_held, lease_lost, version_conflict,
 // too_large, precondition_required, bad_request, or internal.
 func ErrorCode(err error) string {
 	switch {
 	case errors.Is(err, ErrNamespaceMismatch):
 		return "namespace_mismatch"
+	case errors.Is(err, ErrHolderGone):
+		return "holder_gone"
 	case errors.Is(err, ErrNotFound):
 		return "not_found"
 	case errors.Is(err, ErrLeaseHeld):
@@ -427,7 +436,10 @@ type Options struct {
 	// Store is required.
 	Store Store
 	// HolderAlive lets a lease whose holder pod is gone be taken over
-	// before it expires. Default nil: every lease runs to its expiry.
+	// before it expires, and refuses a lease to a caller whose own pod is
+	// gone ([ErrHolderGone]); it is asked about the caller on every lease
+	// request (a renewal too), an error counting as alive. Default nil:
+	// every lease runs to its expiry, and every caller may lease.
 	HolderAlive HolderAliveFunc
 	// Now is the clock. Default time.Now.
 	Now func() time.Time

@@ -204,7 +204,8 @@ func (s *Service) liveLease(st State) State {
 // Lease grants caller a lease on slot name of ns for ttl (0 means
 // DefaultLeaseTTL), renewing its own lease, or taking over one whose
 // holder HolderAlive reports gone. It fails with [ErrNamespaceMismatch],
-// [ErrInvalid] (bad name, ttl negative or over MaxLeaseTTL), a
+// [ErrInvalid] (bad name, ttl negative or over MaxLeaseTTL),
+// [ErrHolderGone] (HolderAlive reports the caller's own pod gone), a
 // [*LeaseHeldError], or a store error.
 func (s *Service) Lease(ctx context.Context, caller apikey.Identity, ns Namespace, name string, ttl time.Duration) (Grant, error) {
 	if err := checkNamespace(caller, ns); err != nil {
@@ -218,6 +219,21 @@ func (s *Service) Lease(ctx context.Context, caller apikey.Identity, ns Namespac
 		ttl = s.defaultTTL
 	case ttl < time.Second || ttl > s.maxTTL:
 		return Grant{}, invalid("ttl_seconds must be 1 to %d", int64(s.maxTTL/time.Second))
+	}
+	if s.holderAlive != nil {
+		// A gone pod's key outlives it: without this, it would get the
+		// next epoch once its successor released the slot or let the
+		// lease lapse, and overwrite what the successor wrote.
+		alive, aerr := s.holderAlive(ctx, caller)
+		switch {
+		case aerr != nil:
+			s.log.WarnContext(ctx, "lease caller check failed; treating caller as alive", "tenant", ns.Tenant,
+				"agent", ns.Agent, "name", name, "session", caller.Session, "err", aerr)
+		case !alive:
+			s.log.InfoContext(ctx, "lease refused to a gone pod", "tenant", ns.Tenant, "agent", ns.Agent,
+				"name", name, "session", caller.Session)
+			return Grant{}, fmt.Errorf("memory: lease: %w", ErrHolderGone)
+		}
 	}
 	req := LeaseRequest{Holder: caller, TTL: ttl, Now: s.now().UTC()}
 	g, err := s.store.AcquireStateLease(ctx, ns, name, req)
