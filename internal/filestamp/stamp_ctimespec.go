@@ -3,19 +3,10 @@
 package filestamp
 
 import (
-	"os"
 	"syscall"
 	"time"
 )
 
-func stat(fi os.FileInfo) (Stamp, time.Time, bool) {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return Stamp{}, time.Time{}, false
-	}
-	ctime := time.Unix(int64(st.Ctimespec.Sec), int64(st.Ctimespec.Nsec))
-	return Stamp{
-		dev: uint64(st.Dev), ino: uint64(st.Ino), size: fi.Size(),
-		mtime: fi.ModTime().UnixNano(), ctime: ctime.UnixNano(),
-	}, ctime, true
+func ctimeOf(st *syscall.Stat_t) time.Time {
+	return time.Unix(int64(st.Ctimespec.Sec), int64(st.Ctimespec.Nsec))
 }
