@@ -39,6 +39,17 @@ var ErrPermissions = errors.New("key file is readable by others or writable by g
 // write by group or others.
 const badPerm = 0o026
 
+// CheckMode returns nil if fi, the stat of the private key file name
+// (taken from the open file, so that it is the file read), has none of
+// mode 0o026, else [ErrPermissions] wrapped with name and mode. The TLS
+// key files (internal/tlsfile) are held to it too.
+func CheckMode(name string, fi os.FileInfo) error {
+	if fi.Mode().Perm()&badPerm != 0 {
+		return fmt.Errorf("%s (mode %v): %w", name, fi.Mode().Perm(), ErrPermissions)
+	}
+	return nil
+}
+
 // maxKeyFile bounds what is read of a key file; a PEM Ed25519 key is
 // 119 bytes.
 const maxKeyFile = 64 << 10
@@ -55,8 +66,8 @@ func readKey(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fi.Mode().Perm()&badPerm != 0 {
-		return nil, fmt.Errorf("%s (mode %v): %w", path, fi.Mode().Perm(), ErrPermissions)
+	if err := CheckMode(path, fi); err != nil {
+		return nil, err
 	}
 	return io.ReadAll(io.LimitReader(f, maxKeyFile))
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/agentcustody/custody/internal/keyfile"
 )
 
 // Options configures a [Reloader].
@@ -133,12 +135,10 @@ var errNotRegular = errors.New("not a regular file")
 
 // ErrKeyPermissions is returned (wrapped, with the file's name and mode)
 // for a private key file that others may read or anyone but its owner
-// may write (any of mode 0o026): a Secret mounted with defaultMode 0400
-// or 0440 passes, the Kubernetes default 0644 does not.
-var ErrKeyPermissions = errors.New("private key file is readable by others or writable by group or others")
-
-// badKeyPerm are the mode bits a private key file must not have.
-const badKeyPerm = 0o026
+// may write (any of mode 0o026, [keyfile.CheckMode]): a Secret mounted
+// with defaultMode 0400 or 0440 passes, the Kubernetes default 0644 does
+// not. It is [keyfile.ErrPermissions].
+var ErrKeyPermissions = keyfile.ErrPermissions
 
 // readFile reads a regular file of at most maxFileSize bytes. It opens
 // without blocking and refuses anything else, so a FIFO, a device or a
@@ -159,8 +159,10 @@ func readFile(name string, key bool) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: %w (%v)", name, errNotRegular, fi.Mode().Type())
 	}
-	if key && fi.Mode().Perm()&badKeyPerm != 0 {
-		return nil, fmt.Errorf("%s (mode %v): %w", name, fi.Mode().Perm(), ErrKeyPermissions)
+	if key {
+		if err := keyfile.CheckMode(name, fi); err != nil {
+			return nil, err
+		}
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
 	if err != nil {
